@@ -1,0 +1,23 @@
+"""Errors that end a run with one line for the user, and the exit codes of the CLI."""
+
+EXIT_PROVED = 0
+EXIT_COUNTEREXAMPLE = 1
+EXIT_UNKNOWN = 2
+EXIT_BAD_INPUT = 3
+
+
+class AddrsimError(Exception):
+    """Base class: ``str(err)`` is the one line shown to the user."""
+
+
+class InputError(AddrsimError):
+    """A code object, listing or model file that cannot be used (names the file)."""
+
+    def __init__(self, path, problem: str):
+        self.path = str(path)
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}")
+
+
+class ToolError(AddrsimError):
+    """A missing or unusable external tool (llvm-objdump), with what to install."""
