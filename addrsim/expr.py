@@ -376,6 +376,8 @@ def concat(hi: Expr, lo: Expr) -> Expr:
             return extract(hi.args[0], hi.params[0], lo.params[1])
     if _is(hi, 0):
         return zext(lo, hi.width + lo.width)
+    if isinstance(hi, Op) and hi.op == "zext":   # zero high bits stay zero
+        return zext(concat(hi.args[0], lo), hi.width + lo.width)
     return _mk("concat", (hi, lo), hi.width + lo.width)
 
 
@@ -384,7 +386,7 @@ def ite(c: Expr, a: Expr, b: Expr) -> Expr:
     assert c.width == 1
     if isinstance(c, Const):
         return a if c.value else b
-    if a is b:
+    if a is b or (isinstance(a, Const) and isinstance(b, Const) and a.value == b.value):
         return a
     return _mk("ite", (c, a, b), a.width)
 

@@ -1,0 +1,199 @@
+"""Path exploration: symbolic execution from the kernel entry to the buffer accesses, and
+the concrete interpreter used to replay counterexamples.
+
+The symbolic explorer follows every path (both sides of a scalar branch whose condition
+is not decided), pruning paths whose condition Z3 finds unsatisfiable.  A path ends at
+``s_endpgm``, at a backward branch (a loop back edge: only the first iteration is covered,
+and that is reported), at an instruction without semantics that it cannot step over
+(control flow it does not understand), or when every buffer of interest has been accessed
+on it.  Nothing is skipped silently: every early end is returned with its reason.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+import z3
+
+from . import expr as X
+from .disasm import Instr
+from .expr import Const, Expr, Sym
+from .machine import Access, ConcreteLanes, LaneMask, Machine, PathEnd, SymbolicLane, Unsupported
+from .smt import holds_bv
+
+MAX_PATHS = 512
+MAX_STEPS = 400_000
+
+
+@dataclass
+class Exploration:
+    """Result of :func:`explore`: accesses found and how each path ended."""
+
+    accesses: List[Access] = field(default_factory=list)
+    ends: List[PathEnd] = field(default_factory=list)
+    steps: int = 0
+    paths: int = 0
+
+
+def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
+    """1-bit condition under which a conditional branch is taken (None: unconditional)."""
+    mn = ins.mnemonic
+    if mn == "s_branch":
+        return None
+    if mn == "s_cbranch_scc1":
+        return m.scc
+    if mn == "s_cbranch_scc0":
+        return X.bnot(m.scc)
+    if mn in ("s_cbranch_vccz", "s_cbranch_vccnz"):
+        v = m.sgpr.get(106)
+        if isinstance(v, LaneMask):
+            raise Unsupported(f"{mn} on a per-lane VCC")
+        z = X.eq(m.read_scalar("vcc", 64), Const(0, 64))
+        return z if mn.endswith("vccz") else X.bnot(z)
+    if mn in ("s_cbranch_execz", "s_cbranch_execnz"):
+        if isinstance(m.exec, LaneMask):
+            raise Unsupported(f"{mn} on a per-lane EXEC")
+        z = X.eq(m.exec_scalar(), Const(0, 64))
+        return z if mn.endswith("execz") else X.bnot(z)
+    raise Unsupported(f"branch {mn}")
+
+
+class _Code:
+    def __init__(self, code: List[Instr]):
+        self.code = code
+        self.index = {i.addr: n for n, i in enumerate(code)}
+
+
+def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterable[str]],
+            targets: Set[str], max_paths: int = MAX_PATHS, max_steps: int = MAX_STEPS) -> Exploration:
+    """Symbolically execute ``code`` from its first instruction.
+
+    ``goal(access)`` names the buffers an access may touch; a path stops once all of
+    ``targets`` have been touched on it."""
+    c = _Code(code)
+    out = Exploration()
+    work = [(m0, 0, frozenset())]
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    decided_cache: Dict[int, Optional[bool]] = {}
+    while work:
+        m, idx, reached = work.pop()
+        out.paths += 1
+        if out.paths > max_paths:
+            out.ends.append(PathEnd("budget", f"more than {max_paths} paths", tuple(m.path), reached))
+            break
+        while True:
+            if idx >= len(code):
+                out.ends.append(PathEnd("unsupported", "fell off the end of the code", tuple(m.path), reached))
+                break
+            ins = code[idx]
+            out.steps += 1
+            if out.steps > max_steps:
+                out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
+                work = []
+                break
+            mn = ins.mnemonic
+            if mn == "s_endpgm":
+                out.ends.append(PathEnd("endpgm", f"s_endpgm at {ins.addr:#x}", tuple(m.path), reached))
+                break
+            if mn.startswith(("s_branch", "s_cbranch")):
+                try:
+                    cond = branch_condition(m, ins)
+                except Unsupported as e:
+                    out.ends.append(PathEnd("unsupported", f"{e} at {ins.addr:#x}", tuple(m.path), reached))
+                    break
+                if ins.target is None or ins.target not in c.index:
+                    out.ends.append(PathEnd("unsupported", f"branch target of {ins.text} at {ins.addr:#x} unknown",
+                                            tuple(m.path), reached))
+                    break
+                succ = []
+                if cond is None or (isinstance(cond, Const) and cond.value == 1):
+                    succ = [(None, ins.target)]
+                elif isinstance(cond, Const):
+                    succ = [(None, ins.addr + ins.size)]
+                else:
+                    for cnd, tgt in ((cond, ins.target), (X.bnot(cond), ins.addr + ins.size)):
+                        if _feasible(solver, m.path + [cnd]):
+                            succ.append((cnd, tgt))
+                if not succ:
+                    out.ends.append(PathEnd("infeasible", f"no feasible successor at {ins.addr:#x}", tuple(m.path), reached))
+                    break
+                nexts = []
+                for k, (cnd, tgt) in enumerate(succ):
+                    mm = m if k == len(succ) - 1 else m.clone()
+                    if cnd is not None:
+                        mm.path.append(cnd)
+                    if tgt <= ins.addr:
+                        out.ends.append(PathEnd("backedge", f"loop back edge {ins.addr:#x} -> {tgt:#x} (first iteration only)",
+                                                tuple(mm.path), reached))
+                        continue
+                    if tgt not in c.index:
+                        out.ends.append(PathEnd("unsupported", f"branch into the middle of an instruction at {tgt:#x}",
+                                                tuple(mm.path), reached))
+                        continue
+                    nexts.append((mm, c.index[tgt], reached))
+                if not nexts:
+                    break
+                m, idx, reached = nexts[-1]
+                work.extend(nexts[:-1])
+                continue
+            try:
+                r = m.step(ins)
+            except Unsupported as e:
+                out.ends.append(PathEnd("unsupported", f"{e} at {ins.addr:#x}: {ins.text}", tuple(m.path), reached))
+                break
+            if r == "access":
+                for acc in m.last_access:
+                    out.accesses.append(acc)
+                    reached = reached | frozenset(goal(acc))
+                if targets and targets <= reached:
+                    out.ends.append(PathEnd("goal", f"all buffers reached at {ins.addr:#x}", tuple(m.path), reached))
+                    break
+            idx += 1
+    return out
+
+
+def _feasible(solver: z3.Solver, conds: List[Expr]) -> bool:
+    if any(isinstance(c, Const) and c.value == 0 for c in conds):
+        return False
+    solver.push()
+    memo, vs = {}, {}
+    for c in conds:
+        if not isinstance(c, Const):
+            solver.add(holds_bv(c, memo, vs))
+    r = solver.check()
+    solver.pop()
+    return r != z3.unsat
+
+
+def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 2_000_000) -> Optional[List[Access]]:
+    """Run one wave concretely until the instruction at ``stop_addr`` executes for the first
+    time; return its per-lane accesses (None if it is never reached).  Raises Unsupported."""
+    c = _Code(code)
+    idx = 0
+    steps = 0
+    while idx < len(code):
+        ins = code[idx]
+        steps += 1
+        if steps > max_steps:
+            return None
+        mn = ins.mnemonic
+        if mn == "s_endpgm":
+            return None
+        if mn.startswith(("s_branch", "s_cbranch")):
+            cond = branch_condition(m, ins)
+            if cond is not None and not isinstance(cond, Const):
+                raise Unsupported(f"branch condition at {ins.addr:#x} not concrete ({cond!r})")
+            taken = cond is None or cond.value == 1
+            if taken:
+                if ins.target not in c.index:
+                    raise Unsupported(f"branch target {ins.target} not an instruction")
+                idx = c.index[ins.target]
+            else:
+                idx += 1
+            continue
+        r = m.step(ins)
+        if ins.addr == stop_addr:
+            return m.last_access if r == "access" else None
+        idx += 1
+    return None

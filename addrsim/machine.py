@@ -1,0 +1,588 @@
+"""Execution of a kernel's instructions over the expression IR: operands, register file,
+scalar memory (the kernarg segment), buffer addressing, lanes and EXEC.
+
+One :class:`Machine` runs one wavefront.  :class:`SymbolicLane` models a generic lane (its
+work-item id is a symbol); :class:`ConcreteLanes` models the 64 real lanes of a wave with
+concrete ids.  Both apply the same rows of :data:`addrsim.semantics.TABLE`.
+
+Facts used (AMD Instinct MI300 ISA Reference Guide, CDNA3; same in the CDNA4 guide):
+
+* VCC is SGPR pair 106/107 in the GFX9 numbering, M0 is a separate register, EXEC is 64 bits.
+* VALU writes only lanes whose EXEC bit is set; VOPC writes 0 for inactive lanes.
+* ``v_readfirstlane_b32`` returns the value of the lowest active lane.
+* Buffer addressing (chapter 9, "Buffer Instructions"): V# dword0-1 hold base[47:0] and
+  stride[61:48]; ``address = base + soffset + inst_offset + (offen ? voffset : 0) +
+  (idxen ? vindex * stride : 0)``; with ``offen`` and ``idxen`` together the VGPR pair holds
+  (index, offset).  addrsim sums these in 64 bits.
+"""
+from __future__ import annotations
+
+import re
+import struct
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import expr as X
+from .disasm import Instr
+from .expr import Const, Expr, Sym
+from .semantics import DATA_PREFIXES, NO_EFFECT, STORE_PREFIXES, TABLE, normalize
+
+VCC_LO = 106
+M0 = 124
+EXEC_LO = 126
+WAVE = 64
+
+_FLOAT_INLINE = {"0.5": 0x3F000000, "-0.5": 0xBF000000, "1.0": 0x3F800000, "-1.0": 0xBF800000,
+                 "2.0": 0x40000000, "-2.0": 0xC0000000, "4.0": 0x40800000, "-4.0": 0xC0800000,
+                 "0.15915494": 0x3E22F983}
+_REG = re.compile(r"^([sva])(\d+)$|^([sva])\[(\d+):(\d+)\]$")
+
+
+class Unsupported(Exception):
+    """An instruction or operand form without semantics on a path that needs it."""
+
+
+@dataclass
+class LaneMask:
+    """A 64-bit lane mask written per lane (by VOPC or carry-out), held for a generic lane
+    as that lane's bit (a 1-bit Expr).  Only the symbolic machine creates these."""
+
+    bit: Expr
+
+
+@dataclass
+class Access:
+    """One buffer access reached on a path.  Addresses are byte addresses (64-bit Exprs)."""
+
+    instr: Instr
+    kind: str                 # "load" or "store"
+    path: Tuple[Expr, ...]    # path condition (1-bit Exprs, all must hold)
+    vsharp: Tuple[Expr, ...]  # the four V# dwords
+    base: Expr                # 48-bit base address from the V#
+    stride: Expr              # 14-bit stride, bytes
+    num_records: Expr         # V# dword 2
+    address: Expr             # 64-bit byte address of the access for this lane
+    active: Expr              # 1-bit: is the lane active (EXEC)
+    lds: bool
+    notes: Tuple[str, ...] = ()
+
+
+@dataclass
+class PathEnd:
+    """How a path ended: ``reason`` is one of "endpgm", "goal", "backedge", "unsupported",
+    "budget"; ``detail`` says where and why."""
+
+    reason: str
+    detail: str
+    path: Tuple[Expr, ...]
+    reached: frozenset
+
+
+class Machine:
+    """Register file and one-instruction step shared by both lane models.
+
+    ``kernargs`` maps each kernel argument to its value (Expr of ``8*size`` bits);
+    ``arg_layout`` gives (name, offset, size) in bytes; ``kernarg_ptr`` is the 48-bit value
+    in the kernarg SGPR pair."""
+
+    nlanes = 1
+
+    def __init__(self, arg_layout: Sequence[Tuple[str, int, int]], kernargs: Dict[str, Expr],
+                 kernarg_ptr: Expr, kernarg_size: int):
+        self.sgpr: Dict[int, object] = {}
+        self.vgpr: Dict[Tuple[str, int], List[Expr]] = {}
+        self.scc: Expr = self.opaque(1, "SCC before its first write")
+        self.exec: object = Const(X.mask(64), 64)
+        self.arg_layout = list(arg_layout)
+        self.kernargs = kernargs
+        self.kernarg_ptr = kernarg_ptr
+        self.kernarg_size = kernarg_size
+        self.path: List[Expr] = []
+        self.notes: List[str] = []
+        self._opaque_n = 0
+
+    # ------------------------------------------------------------------ values
+    def opaque(self, width: int, why: str) -> Expr:
+        """A value addrsim does not model (fresh symbol; ``why`` says what it is)."""
+        self._opaque_n = getattr(self, "_opaque_n", 0) + 1
+        return Sym(f"opaque{self._opaque_n}", width, "opaque", why)
+
+    def clone(self):
+        c = object.__new__(type(self))
+        c.__dict__.update(self.__dict__)
+        c.sgpr = dict(self.sgpr)
+        c.vgpr = dict(self.vgpr)
+        c.path = list(self.path)
+        c.notes = list(self.notes)
+        return c
+
+    # ------------------------------------------------------------------ operands
+    def parse_reg(self, op: str):
+        """("s"|"v"|"a", first index, count) or ("special", name) for a register operand."""
+        m = _REG.match(op)
+        if m:
+            if m.group(1):
+                return m.group(1), int(m.group(2)), 1
+            f, lo, hi = m.group(3), int(m.group(4)), int(m.group(5))
+            return f, lo, hi - lo + 1
+        if op in ("vcc", "vcc_lo"):
+            return "s", VCC_LO, 2 if op == "vcc" else 1
+        if op == "vcc_hi":
+            return "s", VCC_LO + 1, 1
+        if op == "m0":
+            return "s", M0, 1
+        if op in ("exec", "exec_lo", "exec_hi"):
+            return "exec", op
+        return None
+
+    def const_operand(self, op: str, width: int) -> Optional[Expr]:
+        s = op
+        if s.startswith("lit(") and s.endswith(")"):
+            s = s[4:-1]
+        try:
+            v = int(s, 0)
+        except ValueError:
+            v = None
+        if v is not None:
+            # integer inline constants are sign-extended to the operand width; 32-bit literals
+            # are zero-extended for 64-bit operands (CDNA3 guide 3.6.2 "Literal constants")
+            if v < 0 or -16 <= v <= 64:
+                return Const(v, width)
+            return Const(v & 0xFFFFFFFF, width)
+        if s in _FLOAT_INLINE:
+            return Const(_FLOAT_INLINE[s], width)
+        return None
+
+    def read_scalar(self, op: str, width: int) -> Expr:
+        c = self.const_operand(op, width)
+        if c is not None:
+            return c
+        r = self.parse_reg(op)
+        if r is None:
+            raise Unsupported(f"operand {op!r}")
+        if r[0] == "exec":
+            ex = self.exec_scalar()
+            if r[1] == "exec_lo":
+                return X.extract(ex, 31, 0)
+            if r[1] == "exec_hi":
+                return X.extract(ex, 63, 32)
+            return ex
+        f, idx, n = r
+        if f != "s":
+            raise Unsupported(f"vector operand {op!r} where a scalar is required")
+        words = [self._sword(idx + i) for i in range(max(n, width // 32))]
+        if width == 32:
+            return words[0]
+        return X.concat(words[1], words[0])
+
+    def _sword(self, i: int) -> Expr:
+        v = self.sgpr.get(i)
+        if v is None:
+            v = self.opaque(32, f"s{i} read before any write")
+            self.sgpr[i] = v
+        if isinstance(v, LaneMask):
+            return self.mask_word(v, 0)
+        if isinstance(v, tuple):  # ("maskhi", LaneMask)
+            return self.mask_word(v[1], 1)
+        return v
+
+    def write_scalar(self, op: str, value: Expr):
+        r = self.parse_reg(op)
+        if r is None:
+            if op == "null":
+                return
+            raise Unsupported(f"destination {op!r}")
+        if r[0] == "exec":
+            if r[1] == "exec":
+                self.exec = value
+            else:
+                ex = self.exec_scalar()
+                lo, hi = X.extract(ex, 31, 0), X.extract(ex, 63, 32)
+                self.exec = X.concat(hi, value) if r[1] == "exec_lo" else X.concat(value, lo)
+            return
+        f, idx, n = r
+        if f != "s":
+            raise Unsupported(f"vector destination {op!r} for a scalar result")
+        if value.width == 32:
+            self.sgpr[idx] = value
+        else:
+            self.sgpr[idx] = X.extract(value, 31, 0)
+            self.sgpr[idx + 1] = X.extract(value, 63, 32)
+
+    # ------------------------------------------------------------------ lane hooks
+    def exec_scalar(self) -> Expr:
+        return self.exec if isinstance(self.exec, Expr) else self.opaque(64, "EXEC as a scalar after a per-lane write")
+
+    def read_vector(self, op: str, width: int, lane: int) -> Expr:
+        c = self.const_operand(op, width)
+        if c is not None:
+            return c
+        r = self.parse_reg(op)
+        if r is None:
+            raise Unsupported(f"operand {op!r}")
+        if r[0] == "exec" or r[0] == "s":
+            return self.read_scalar(op, width)
+        f, idx, n = r
+        words = [self._vword(f, idx + i, lane) for i in range(max(n, width // 32))]
+        return words[0] if width == 32 else X.concat(words[1], words[0])
+
+    def _vword(self, f, i, lane) -> Expr:
+        v = self.vgpr.get((f, i))
+        if v is None:
+            v = [self.opaque(32, f"{f}{i} read before any write")] * self.nlanes
+            self.vgpr[(f, i)] = v
+        return v[lane]
+
+    def write_vector(self, op: str, value: Expr, lane: int, active: Expr):
+        r = self.parse_reg(op)
+        if r is None or r[0] not in ("v", "a"):
+            raise Unsupported(f"vector destination {op!r}")
+        f, idx, n = r
+        parts = [value] if value.width == 32 else [X.extract(value, 32 * k + 31, 32 * k) for k in range(value.width // 32)]
+        for k, p in enumerate(parts):
+            old = self.vgpr.get((f, idx + k))
+            if old is None:
+                old = [self.opaque(32, f"{f}{idx + k} read before any write")] * self.nlanes
+            new = list(old)
+            new[lane] = p if _is_true(active) else X.ite(active, p, old[lane])
+            self.vgpr[(f, idx + k)] = new
+
+    # the subclasses define: lane_active, read_mask_bit, write_mask, first_lane, mask_word
+
+    # ------------------------------------------------------------------ stepping
+    def step(self, ins: Instr) -> Optional[str]:
+        """Execute one non-branch instruction.  Returns None, or "access" when it recorded a
+        buffer access in ``self.last_access``.  Raises Unsupported."""
+        mn = normalize(ins.mnemonic)
+        self.last_access = None
+        if mn in NO_EFFECT:
+            return None
+        if mn in TABLE:
+            self._apply(ins, mn, TABLE[mn])
+            return None
+        if mn.startswith("s_load_dword") or mn.startswith("s_load_b"):
+            self._smem(ins, mn)
+            return None
+        if mn.startswith("buffer_"):
+            return self._buffer(ins, mn)
+        if mn == "v_readfirstlane_b32":
+            src = ins.operands[1]
+            self.write_scalar(ins.operands[0], self.first_lane(src))
+            return None
+        if mn.startswith(STORE_PREFIXES):
+            return None
+        if mn.startswith(DATA_PREFIXES) or mn.startswith("v_cmp_") and "_f" in mn[6:] or mn.startswith("v_cmpx"):
+            self._data(ins, mn)
+            return None
+        raise Unsupported(f"no semantics for {ins.mnemonic}")
+
+    def _data(self, ins: Instr, mn: str):
+        """Destination gets data addrsim does not model (memory contents, floating point)."""
+        if mn.startswith("v_cmpx") or ("exec" in ins.operands[:1]):
+            self.exec = self.opaque(64, f"EXEC written by {ins.mnemonic} at {ins.addr:#x}")
+        if not ins.operands:
+            return
+        r = self.parse_reg(ins.operands[0])
+        if r is None or r[0] == "exec":
+            return
+        f, idx, n = r
+        why = f"{ins.mnemonic} at {ins.addr:#x} (data, not modelled)"
+        if f == "s":
+            for k in range(n):
+                self.sgpr[idx + k] = self.opaque(32, why)
+        else:
+            for k in range(n):
+                self.vgpr[(f, idx + k)] = [self.opaque(32, why)] * self.nlanes
+        if mn.startswith("v_cmp"):
+            self.sgpr[VCC_LO] = self.opaque(32, why)
+            self.sgpr[VCC_LO + 1] = self.opaque(32, why)
+
+    def _apply(self, ins: Instr, mn: str, s):
+        ops = list(ins.operands)
+        if any(t.startswith(("neg(", "abs(", "-v", "|", "-s")) for t in ops) or any(
+                m.startswith(("clamp", "omod", "mul:", "div:", "op_sel", "row_", "quad_perm", "dpp", "bank_mask"))
+                for m in ins.modifiers):
+            raise Unsupported(f"{ins.mnemonic} with source/output modifiers ({ins.text})")
+        outs = [t for t in s.outs if t != "scc"]
+        ins_tokens = list(s.ins)
+        explicit_in = [t for t in ins_tokens if t != "scc"]
+        # VOPC in e32 form and carry forms print vcc explicitly; SOPK s_cmpk has "sX, imm"
+        if len(ops) != len(outs) + len(explicit_in):
+            # s_cselect/s_cmov read the old destination implicitly only for s_cmov
+            if mn == "s_cmov_b32" and len(ops) == 2:
+                ops = [ops[0], ops[0], ops[1]]
+            else:
+                raise Unsupported(f"{ins.mnemonic}: {len(ops)} operands, expected {len(outs) + len(explicit_in)}")
+        out_ops, in_ops = ops[:len(outs)], ops[len(outs):]
+        if mn == "s_cmov_b32":
+            outs, in_ops = ["s32"], in_ops
+        scalar = mn.startswith("s_")
+        if scalar:
+            vals, k = [], 0
+            for t in ins_tokens:
+                if t == "scc":
+                    vals.append(self.scc)
+                else:
+                    vals.append(self.read_scalar(in_ops[k], int(t[1:])))
+                    k += 1
+            res = s.fn(*vals)
+            ri = 0
+            for t, o in zip(outs, out_ops):
+                self.write_scalar(o, res[ri])
+                ri += 1
+            if "scc" in s.outs:
+                self.scc = res[ri]
+            return
+        # VALU: per lane
+        mask_outs: Dict[str, List[Expr]] = {}
+        for lane in range(self.nlanes):
+            active = self.lane_active(lane)
+            vals, k = [], 0
+            for t in ins_tokens:
+                if t == "m":
+                    vals.append(self.read_mask_bit(in_ops[k], lane))
+                else:
+                    vals.append(self.read_vector(in_ops[k], int(t[1:]), lane))
+                k += 1
+            res = s.fn(*vals)
+            for t, o, r in zip(outs, out_ops, res):
+                if t == "m":
+                    mask_outs.setdefault(o, []).append(X.band(r, active) if not _is_true(active) else r)
+                else:
+                    self.write_vector(o, r, lane, active)
+        for o, bits in mask_outs.items():
+            self.write_mask(o, bits)
+
+    def _smem(self, ins: Instr, mn: str):
+        dst, base_op = ins.operands[0], ins.operands[1]
+        off_op = ins.operands[2] if len(ins.operands) > 2 else "0"
+        r = self.parse_reg(dst)
+        n = r[2] if r and r[0] == "s" else 1
+        base = self.read_scalar(base_op, 64)
+        off = self.read_scalar(off_op, 32)
+        imm = ins.modifier("offset")
+        if imm:
+            off = X.add(off, Const(int(imm, 0), 32))
+        rel = _const_offset(base, self.kernarg_ptr)
+        why = f"{ins.mnemonic} at {ins.addr:#x} from memory other than the kernarg segment"
+        if rel is None or not isinstance(off, Const):
+            vals = [self.opaque(32, why) for _ in range(n)]
+        else:
+            start = rel + off.value
+            vals = [self.kernarg_word(start + 4 * k) for k in range(n)]
+        for k, v in enumerate(vals):
+            self.sgpr[r[1] + k] = v
+
+    def kernarg_word(self, off: int) -> Expr:
+        """The 32-bit little-endian word at byte ``off`` of the kernarg segment."""
+        pieces = []
+        for b in range(off, off + 4):
+            pieces.append(self._kernarg_byte(b))
+        out = pieces[0]
+        for p in pieces[1:]:
+            out = X.concat(p, out)
+        return _merge_bytes(out)
+
+    def _kernarg_byte(self, b: int) -> Expr:
+        for name, off, size in self.arg_layout:
+            if off <= b < off + size:
+                v = self.kernargs.get(name)
+                if v is None:
+                    return X.extract(self._unnamed(name, off, size), 8 * (b - off) + 7, 8 * (b - off))
+                return X.extract(v, 8 * (b - off) + 7, 8 * (b - off))
+        return self._unnamed_byte(b)
+
+    def _unnamed(self, name, off, size):
+        key = f"{name}@{off}"
+        if key not in self.kernargs:
+            self.kernargs[key] = Sym(key, 8 * size, "arg", f"kernel argument {name} at byte {off}")
+        return self.kernargs[key]
+
+    def _unnamed_byte(self, b):
+        key = f"kernarg_byte@{b}"
+        if key not in self.kernargs:
+            self.kernargs[key] = self.opaque(8, f"kernarg byte {b} outside every listed argument")
+        return self.kernargs[key]
+
+    def _buffer(self, ins: Instr, mn: str) -> str:
+        ops = ins.operands
+        lds = ins.modifier("lds") is not None
+        is_load = mn.startswith("buffer_load")
+        if lds and is_load:
+            vdata, vaddr, rsrc, soff = None, ops[0], ops[1], ops[2]
+        else:
+            vdata, vaddr, rsrc, soff = ops[0], ops[1], ops[2], ops[3]
+        offen = ins.modifier("offen") is not None
+        idxen = ins.modifier("idxen") is not None
+        ioff = int(ins.modifier("offset") or "0", 0)
+        r = self.parse_reg(rsrc)
+        if r is None or r[0] != "s" or r[2] != 4:
+            raise Unsupported(f"{ins.mnemonic}: resource {rsrc!r} is not an SGPR quad")
+        words = tuple(self._sword(r[1] + k) for k in range(4))
+        base = X.concat(X.extract(words[1], 15, 0), words[0])
+        stride = X.extract(words[1], 29, 16)
+        swz = X.extract(words[1], 31, 31)
+        addtid = X.extract(words[3], 23, 23)
+        notes = []
+        if not (isinstance(swz, Const) and swz.value == 0 and isinstance(addtid, Const) and addtid.value == 0):
+            notes.append("V# swizzle_enable/add_tid_enable not provably 0: swizzled addressing not modelled")
+        soffset = self.read_scalar(soff, 32)
+        self.last_access = []
+        for lane in range(self.nlanes):
+            index = voff = Const(0, 32)
+            if idxen and offen:
+                index = self.read_vector(_first_of_pair(vaddr, 0), 32, lane)
+                voff = self.read_vector(_first_of_pair(vaddr, 1), 32, lane)
+            elif idxen:
+                index = self.read_vector(vaddr, 32, lane)
+            elif offen:
+                voff = self.read_vector(vaddr, 32, lane)
+            addr = X.add(X.add(X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), Const(ioff, 64)),
+                               X.zext(voff, 64)), X.mul(X.zext(index, 64), X.zext(stride, 64)))
+            self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
+                                           stride, words[2], addr, self.lane_active(lane), lds, tuple(notes)))
+        if is_load and vdata is not None:
+            rr = self.parse_reg(vdata)
+            if rr and rr[0] in ("v", "a"):
+                for k in range(rr[2]):
+                    self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (memory data)")] * self.nlanes
+        if "atomic" in mn and ins.modifier("glc") is not None and vdata:
+            rr = self.parse_reg(vdata)
+            if rr and rr[0] in ("v", "a"):
+                for k in range(rr[2]):
+                    self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (returned data)")] * self.nlanes
+        return "access"
+
+
+def _first_of_pair(op: str, k: int) -> str:
+    m = re.match(r"^v\[(\d+):(\d+)\]$", op)
+    if not m:
+        raise Unsupported(f"idxen+offen needs a VGPR pair, got {op!r}")
+    return f"v{int(m.group(1)) + k}"
+
+
+def _is_true(e) -> bool:
+    return isinstance(e, Const) and e.value == 1
+
+
+def _merge_bytes(e: Expr) -> Expr:
+    """Re-fuse concat(extract(x, 15, 8), extract(x, 7, 0)) chains (done by X.concat)."""
+    return e
+
+
+def _const_offset(base: Expr, ptr: Expr) -> Optional[int]:
+    """``base - ptr`` when it is a constant (both 64-bit), else None."""
+    if isinstance(base, Const) and isinstance(ptr, Const):
+        return (base.value - ptr.value) & X.mask(64)
+    if base is ptr or _same_expr(base, ptr):
+        return 0
+    if isinstance(base, X.Op) and base.op == "add" and isinstance(base.args[1], Const) and _same_expr(base.args[0], ptr):
+        return base.args[1].value
+    return None
+
+
+def _same_expr(a: Expr, b: Expr) -> bool:
+    if a is b:
+        return True
+    if type(a) is not type(b) or a.width != b.width:
+        return False
+    if isinstance(a, Const):
+        return a.value == b.value
+    if isinstance(a, Sym):
+        return a.name == b.name
+    return a.op == b.op and a.params == b.params and len(a.args) == len(b.args) and all(
+        _same_expr(x, y) for x, y in zip(a.args, b.args))
+
+
+class SymbolicLane(Machine):
+    """One generic lane of a wave: ``lane_sym`` is its work-item id x (32 bits, packed ids
+    in v0 as the hardware delivers them)."""
+
+    nlanes = 1
+
+    def __init__(self, *a, lane_sym: Sym, **k):
+        super().__init__(*a, **k)
+        self.lane_sym = lane_sym
+        self.lane_in_wave = X.and_(lane_sym, Const(WAVE - 1, 32))
+
+    def lane_active(self, lane: int) -> Expr:
+        ex = self.exec
+        if isinstance(ex, LaneMask):
+            return ex.bit
+        if isinstance(ex, Const) and ex.value == X.mask(64):
+            return Const(1, 1)
+        return X.extract(X.lshr(ex, X.zext(self.lane_in_wave, 64)), 0, 0)
+
+    def read_mask_bit(self, op: str, lane: int) -> Expr:
+        r = self.parse_reg(op)
+        if r and r[0] == "s":
+            v = self.sgpr.get(r[1])
+            if isinstance(v, LaneMask):
+                return v.bit
+        if r and r[0] == "exec" and isinstance(self.exec, LaneMask):
+            return self.exec.bit
+        val = self.read_scalar(op, 64)
+        return X.extract(X.lshr(val, X.zext(self.lane_in_wave, 64)), 0, 0)
+
+    def write_mask(self, op: str, bits: List[Expr]):
+        bit = bits[0]
+        r = self.parse_reg(op)
+        if r is None:
+            raise Unsupported(f"lane-mask destination {op!r}")
+        if r[0] == "exec":
+            self.exec = LaneMask(bit)
+            return
+        if not any(s.kind == "lane" or s.kind == "opaque" for s in X.symbols(bit).values()) and \
+                isinstance(self.exec, Const) and self.exec.value == X.mask(64):
+            # the same bit in every lane of a full wave: the mask is all ones or all zeros
+            self.write_scalar(op, X.ite(bit, Const(X.mask(64), 64), Const(0, 64)))
+            return
+        m = LaneMask(bit)
+        self.sgpr[r[1]] = m
+        self.sgpr[r[1] + 1] = ("maskhi", m)
+
+    def mask_word(self, m: LaneMask, k: int) -> Expr:
+        return self.opaque(32, "a per-lane mask read as a scalar")
+
+    def first_lane(self, op: str) -> Expr:
+        v = self.read_vector(op, 32, 0)
+        if not (isinstance(self.exec, Const) and self.exec.value == X.mask(64)):
+            return self.opaque(32, "v_readfirstlane_b32 with a partial EXEC")
+        lane0 = X.and_(self.lane_sym, Const(~(WAVE - 1) & X.mask(32), 32))
+        return X.substitute(v, {self.lane_sym.name: lane0})
+
+
+class ConcreteLanes(Machine):
+    """The 64 lanes of one wave with concrete work-item ids ``tids`` (packed v0 values)."""
+
+    nlanes = WAVE
+
+    def lane_active(self, lane: int) -> Expr:
+        ex = self.exec
+        if isinstance(ex, Const):
+            return Const((ex.value >> lane) & 1, 1)
+        return X.extract(X.lshr(ex, Const(lane, 64)), 0, 0)
+
+    def read_mask_bit(self, op: str, lane: int) -> Expr:
+        val = self.read_scalar(op, 64)
+        return X.extract(X.lshr(val, Const(lane, 64)), 0, 0)
+
+    def write_mask(self, op: str, bits: List[Expr]):
+        val = Const(0, 64)
+        for i, b in enumerate(bits):
+            val = X.or_(val, X.shl(X.zext(b, 64), Const(i, 64)))
+        r = self.parse_reg(op)
+        if r is not None and r[0] == "exec":
+            self.exec = val
+        else:
+            self.write_scalar(op, val)
+
+    def mask_word(self, m, k):  # never created in the concrete machine
+        raise AssertionError("lane mask object in the concrete machine")
+
+    def first_lane(self, op: str) -> Expr:
+        ex = self.exec_scalar()
+        if not isinstance(ex, Const) or ex.value == 0:
+            return self.opaque(32, "v_readfirstlane_b32 with an unknown or empty EXEC")
+        first = (ex.value & -ex.value).bit_length() - 1
+        return self.read_vector(op, 32, first)
