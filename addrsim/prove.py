@@ -1,0 +1,455 @@
+"""Checks: does each access of a buffer land where the model says, for every shape?
+
+For one kernel, one buffer and one layout, the claim proved is
+
+    for every shape in the domain (bounds, grid ranges, the family's routing preconditions),
+    every (batch_id, head_id, kv_tile) in the grid and every lane of the workgroup, on every
+    explored path: address(batch_id, head_id) == address(0, 0) + expected(batch_id, head_id)
+
+where ``address`` is the byte address the access computes (64-bit, hardware arithmetic) and
+``expected`` the model's byte offset.  The query goes first to Z3 over integers with an exact
+encoding of the bit-vector semantics (:class:`addrsim.smt.IntEncoder`), then, if that is
+inconclusive, over bit-vectors.  A counterexample is minimized (batch, then nhead_q, then
+seqlen_q, then the other dimensions and ids) and replayed on the concrete interpreter before
+it is reported; one that does not replay makes the verdict "unknown".
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Dict, List, Optional, Sequence, Tuple
+
+import z3
+
+from . import expr as X
+from .codeobj import CodeObject, Kernel
+from .disasm import Instr
+from .errors import InputError
+from .explore import Exploration, explore, run_concrete
+from .expr import Const, Expr, Sym
+from .machine import Access, ConcreteLanes, SymbolicLane, Unsupported
+from .models import SHAPE_VARS, ModelSet, Problem, build_problem, buffer_pointer, grid_symbols
+from .smt import IntEncoder, holds_bv, to_bv
+
+PTR_LIMIT = 1 << 47          # allocations lie below 2**47 (user-mode canonical addresses)
+KERNARG_PTR = 0x7F0000000000
+LANE = "tid_x"
+
+
+@dataclass
+class Counterexample:
+    shape: Dict[str, int]
+    coords: Dict[str, int]
+    kernargs: Dict[str, int]
+    extracted: int
+    expected: int
+    lane: int
+    access: int
+
+
+@dataclass
+class Check:
+    """Verdict for one (buffer, layout).  Offsets and addresses are bytes."""
+
+    buffer: str
+    layout: str
+    verdict: str                      # proved | counterexample | unknown | unsupported
+    extracted: str = ""
+    expected: str = ""
+    difference: str = ""
+    reason: Optional[str] = None
+    counterexample: Optional[Counterexample] = None
+    time_s: float = 0.0
+    accesses: List[int] = field(default_factory=list)
+
+
+# ----------------------------------------------------------------------------- set-up
+
+def initial_machine(kernel: Kernel, arch: str, ms: ModelSet) -> Tuple[SymbolicLane, Sym]:
+    """The symbolic wave at kernel entry: kernarg pointer, workgroup ids and packed
+    work-item ids where the kernel descriptor puts them."""
+    st = kernel.initial_state(arch)
+    lane = Sym(LANE, 32, "lane")
+    args = {}
+    for a in kernel.args:
+        if a.name == "pad" or a.name in args:
+            continue
+        if a.value_kind == "global_buffer" and a.size == 8:
+            args[a.name] = X.zext(Sym(a.name, 48, "ptr"), 64)
+        else:
+            args[a.name] = Sym(a.name, 8 * a.size, "arg")
+    kp = Sym("kernarg_ptr", 48, "ptr")
+    layout = [(a.name, a.offset, a.size) for a in kernel.args]
+    m = SymbolicLane(layout, args, X.zext(kp, 64), kernel.kernarg_segment_size, lane_sym=lane)
+    m.sgpr[st.kernarg_sgpr] = X.extract(kp, 31, 0)
+    m.sgpr[st.kernarg_sgpr + 1] = X.zext(X.extract(kp, 47, 32), 32)
+    grid = grid_symbols(ms)
+    for ax, reg in st.workgroup_id_sgpr.items():
+        m.sgpr[reg] = grid[ax]
+    m.vgpr[("v", 0)] = [lane]   # x in bits 0-9; y, z are 0 (one work-item id enabled or size 1)
+    return m, lane
+
+
+def concrete_machine(kernel: Kernel, arch: str, ms: ModelSet, argvals: Dict[str, int],
+                     ids: Dict[str, int], wave: int) -> ConcreteLanes:
+    st = kernel.initial_state(arch)
+    layout = [(a.name, a.offset, a.size) for a in kernel.args]
+    args = {}
+    for a in kernel.args:
+        if a.name != "pad" and a.name in argvals:
+            args[a.name] = Const(argvals[a.name], 8 * a.size)
+    m = ConcreteLanes(layout, args, Const(KERNARG_PTR, 64), kernel.kernarg_segment_size)
+    m.sgpr[st.kernarg_sgpr] = Const(KERNARG_PTR & 0xFFFFFFFF, 32)
+    m.sgpr[st.kernarg_sgpr + 1] = Const(KERNARG_PTR >> 32, 32)
+    grid = grid_symbols(ms)
+    for ax, reg in st.workgroup_id_sgpr.items():
+        m.sgpr[reg] = Const(ids.get(grid[ax].name, 0), 32)
+    m.vgpr[("v", 0)] = [Const(wave * 64 + i, 32) for i in range(64)]
+    return m
+
+
+def leaves(e: Expr, limit: int = 4) -> List[Tuple[List[Tuple[Expr, int]], Dict[int, Expr]]]:
+    """Case split of ``e`` on the conditions of its ``ite`` nodes: a list of (assignment,
+    replacement map) pairs, at most 2**limit of them."""
+    conds, seen = [], set()
+    for n in X.walk(e):
+        if isinstance(n, X.Op) and n.op == "ite" and id(n.args[0]) not in seen:
+            seen.add(id(n.args[0]))
+            conds.append(n.args[0])
+    conds = conds[:limit]
+    out = []
+    for bits in product((1, 0), repeat=len(conds)):
+        out.append(([(c, b) for c, b in zip(conds, bits)], {id(c): Const(b, 1) for c, b in zip(conds, bits)}))
+    return out
+
+
+def replace(e: Expr, repl: Dict[int, Expr], memo=None) -> Expr:
+    memo = {} if memo is None else memo
+    if id(e) in repl:
+        return repl[id(e)]
+    if id(e) in memo:
+        return memo[id(e)]
+    if isinstance(e, X.Op):
+        r = X.rebuild(e, tuple(replace(a, repl, memo) for a in e.args))
+    else:
+        r = e
+    memo[id(e)] = r
+    return r
+
+
+def pointers_in(e: Expr) -> List[str]:
+    return sorted(s.name for s in X.symbols(e).values() if s.kind == "ptr" and s.name != "kernarg_ptr")
+
+
+def opaque_in(e: Expr) -> List[str]:
+    return sorted({s.note for s in X.symbols(e).values() if s.kind == "opaque"})
+
+
+# ----------------------------------------------------------------------------- per kernel
+
+@dataclass
+class Target:
+    """One access of the buffer: the address with the V# case fixed to that buffer."""
+
+    access: Access
+    conds: List[Expr]
+    address: Expr
+
+
+def targets_for(ex: Exploration, ptr: str) -> List[Target]:
+    out = []
+    for acc in ex.accesses:
+        for assign, repl in leaves(acc.base):
+            memo = {}
+            base = replace(acc.base, repl, memo)
+            if pointers_in(base) != [ptr]:
+                continue
+            conds = [c if b else X.bnot(c) for c, b in assign]
+            out.append(Target(acc, list(acc.path) + conds + [acc.active], replace(acc.address, repl, memo)))
+    return out
+
+
+def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: ModelSet, buffer: str, layout: str,
+          bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: int = 10000) -> Check:
+    t0 = time.time()
+    res = Check(buffer, layout, "unknown")
+    ptr = buffer_pointer(ms, kernel, buffer)
+    lane = Sym(LANE, 32, "lane")
+    prob = build_problem(ms, kernel, layout, lane, bounds)
+    res.expected = prob.expected_text.get(buffer, "")
+    tg = targets_for(ex, ptr)
+    bad_ends = [e for e in ex.ends if e.reason in ("unsupported", "budget") and ptr not in e.reached]
+    back_ends = [e for e in ex.ends if e.reason == "backedge" and ptr not in e.reached]
+
+    def done(verdict, reason=None):
+        res.verdict, res.reason, res.time_s = verdict, reason, round(time.time() - t0, 3)
+        return res
+
+    if bad_ends:
+        return done("unsupported", "; ".join(sorted({e.detail for e in bad_ends}))[:500])
+    if back_ends:
+        return done("unsupported", f"a path reaches a loop back edge before any {ptr} access: {back_ends[0].detail}")
+    if not tg:
+        return done("unsupported", f"no buffer access whose V# base is the {ptr} argument was found")
+    res.accesses = sorted({t.access.instr.addr for t in tg})
+    notes = sorted({n for t in tg for n in t.access.notes})
+    if notes:
+        return done("unsupported", "; ".join(notes))
+    opq = sorted({n for t in tg for n in opaque_in(t.address)})
+    if opq:
+        return done("unsupported", "address depends on values addrsim does not model: " + "; ".join(opq)[:400])
+
+    grid = prob.grid
+    bid, hid = grid["z"].name, grid["y"].name
+    zero_ids = {bid: Const(0, 32), hid: Const(0, 32)}
+    expected = prob.expected[buffer]
+    env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == 'ptr' for s in X.symbols(v).values())}
+    res.extracted, res.difference = formulas(tg[0].address, zero_ids, prob, buffer)
+    ranges = _ranges(prob)
+    # one query per access target (each must hold)
+    for t in tg:
+        a = X.substitute(t.address, env)
+        a00 = X.substitute(a, zero_ids)
+        claim = X.eq(a, X.add(a00, expected))
+        conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
+        verdict, model, why, q = solve(conds, claim, ranges, timeout_ms)
+        if verdict == "proved":
+            continue
+        if verdict == "unknown":
+            return done("unknown", why)
+        model = minimize(q, model, prob)
+        cex = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, buffer)
+        if isinstance(cex, str):
+            return done("unknown", cex)
+        res.counterexample = cex
+        return done("counterexample", f"access at {t.access.instr.addr:#x} ({t.access.instr.text})")
+    return done("proved")
+
+
+def _ranges(prob: Problem) -> Dict[str, Tuple[int, int]]:
+    r = {}
+    for v in SHAPE_VARS:
+        r[v] = prob.bounds[v]
+    g = prob.grid
+    r[g["z"].name] = (0, prob.bounds["batch"][1] - 1)
+    r[g["y"].name] = (0, prob.bounds["nhead_q"][1] - 1)
+    r[g["x"].name] = (0, prob.bounds["seqlen_k"][1])
+    r[LANE] = (0, 1023)
+    return r
+
+
+def _ptr_ranges(exprs) -> Dict[str, Tuple[int, int]]:
+    out = {}
+    for e in exprs:
+        for s in X.symbols(e).values():
+            if s.kind == "ptr":
+                out[s.name] = (0, PTR_LIMIT - 1)
+    return out
+
+
+class Query:
+    """The negated claim under the conditions, encoded once over integers (exact encoding)
+    and lazily over bit-vectors; bounds on single variables are added per call."""
+
+    def __init__(self, conds: List[Expr], claim: Expr, ranges, timeout_ms: int):
+        self.conds, self.claim, self.timeout_ms = conds, claim, timeout_ms
+        self.ranges = dict(ranges)
+        self.ranges.update(_ptr_ranges(conds + [claim]))
+        self.enc = IntEncoder(self.ranges)
+        self.si = z3.Solver()
+        self.si.set("timeout", timeout_ms)
+        for c in conds:
+            self.si.add(self.enc.holds(c))
+        self.si.add(self.enc.enc(claim) == 0)
+        self.si.add(*self.enc.side)
+        self.sb = None
+        self.bvars = None
+        self.use_bv = False
+
+    def _bv(self):
+        if self.sb is None:
+            memo, vs = {}, {}
+            s = z3.Solver()
+            s.set("timeout", self.timeout_ms)
+            for c in self.conds:
+                s.add(holds_bv(c, memo, vs))
+            s.add(to_bv(self.claim, memo, vs) == z3.BitVecVal(0, 1))
+            for name, v in vs.items():
+                if name in self.ranges:
+                    lo, hi = self.ranges[name]
+                    n = v.size()
+                    s.add(z3.ULE(z3.BitVecVal(lo, n), v), z3.ULE(v, z3.BitVecVal(min(hi, (1 << n) - 1), n)))
+            self.sb, self.bvars = s, vs
+        return self.sb
+
+    def solve(self, bounds: Dict[str, Tuple[int, int]] = None):
+        """("proved", None, None) | ("refuted", model, None) | ("unknown", None, why)."""
+        bounds = bounds or {}
+        if not self.use_bv:
+            s = self.si
+            s.push()
+            for k, (lo, hi) in bounds.items():
+                v = self.enc.vars.get(k)
+                if v is not None:
+                    s.add(v >= lo, v <= hi)
+            r = s.check()
+            mdl = None
+            if r == z3.sat:
+                mdl = {k: s.model().eval(v, model_completion=True).as_long() for k, v in self.enc.vars.items()}
+            s.pop()
+            if r == z3.unsat:
+                return "proved", None, None
+            if mdl is not None and _violates(self.conds, self.claim, mdl):
+                return "refuted", mdl, None
+            self.use_bv = True   # integer side inconclusive or abstracted: bit-vectors from now on
+        s = self._bv()
+        s.push()
+        for k, (lo, hi) in bounds.items():
+            v = self.bvars.get(k)
+            if v is not None:
+                n = v.size()
+                s.add(z3.ULE(z3.BitVecVal(lo, n), v), z3.ULE(v, z3.BitVecVal(hi, n)))
+        r = s.check()
+        mdl = None
+        if r == z3.sat:
+            mdl = {k: s.model().eval(v, model_completion=True).as_long() for k, v in self.bvars.items()}
+        why = s.reason_unknown() if r == z3.unknown else ""
+        s.pop()
+        if r == z3.unsat:
+            return "proved", None, None
+        if r == z3.sat:
+            if _violates(self.conds, self.claim, mdl):
+                return "refuted", mdl, None
+            return "unknown", None, "solver model does not violate the claim when evaluated (engine bug)"
+        return "unknown", None, f"solver gave up ({why}) after {self.timeout_ms} ms"
+
+
+def solve(conds: List[Expr], claim: Expr, ranges, timeout_ms: int):
+    q = Query(conds, claim, ranges, timeout_ms)
+    v, m, why = q.solve()
+    return v, m, why, q
+
+
+def _violates(conds, claim, mdl) -> bool:
+    env = _env(conds + [claim], mdl)
+    try:
+        return all(X.evaluate(c, env) == 1 for c in conds) and X.evaluate(claim, env) == 0
+    except KeyError:
+        return False
+
+
+def _env(exprs, mdl):
+    env = {}
+    for e in exprs:
+        for s in X.symbols(e).values():
+            env[s.name] = mdl.get(s.name, 0)
+    return env
+
+
+ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_v")
+
+
+def minimize(q: Query, model, prob: Problem):
+    """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
+    lane) counterexample: exponential then binary search on each variable in turn, the
+    earlier ones fixed."""
+    grid = prob.grid
+    order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
+    fixed: Dict[str, Tuple[int, int]] = {}
+    for var in order:
+        if var not in model:
+            continue
+        lo = q.ranges.get(var, (0, 0))[0]
+        best = model
+        hi = model[var]
+
+        def attempt(ub):
+            b = dict(fixed)
+            b[var] = (lo, ub)
+            v, m, _ = q.solve(b)
+            return m if v == "refuted" else None
+
+        step, cand = 1, lo
+        while cand < hi:                  # exponential search upwards from the lower bound
+            m = attempt(cand)
+            if m is not None:
+                best, hi = m, m[var]
+                break
+            cand = min(hi, lo + step)
+            step *= 2
+        a = cand - step // 2 if cand > lo else lo
+        while a < hi:                     # bisection between the last failure and the success
+            mid = (a + hi) // 2
+            m = attempt(mid)
+            if m is not None:
+                best, hi = m, m[var]
+            else:
+                a = mid + 1
+        model = best
+        fixed[var] = (model[var], model[var])
+    return model
+
+
+def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expected, buffer):
+    """Concrete replay of a counterexample; returns a Counterexample or the reason it failed."""
+    grid = prob.grid
+    shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
+    shape.update(prob.fixed)
+    env = {k: v for k, v in shape.items()}
+    for ax, s in grid.items():
+        env[s.name] = model.get(s.name, 0)
+    argvals = {}
+    for name, e in prob.kernargs.items():
+        try:
+            argvals[name] = X.evaluate(e, env)
+        except KeyError:
+            argvals[name] = model.get(name, 0)
+    ptrs = {}
+    for i, a_ in enumerate(kernel.args):
+        if a_.value_kind == "global_buffer":
+            ptrs[a_.name] = (0x100000000000 * (i + 1)) & (PTR_LIMIT - 1)
+            argvals[a_.name] = ptrs[a_.name]
+    lane = model.get(LANE, 0)
+    ids = {s.name: env[s.name] for s in grid.values()}
+    ids00 = dict(ids, **{grid["z"].name: 0, grid["y"].name: 0})
+    addrs = []
+    for idset in (ids, ids00):
+        try:
+            m = concrete_machine(kernel, arch, ms, argvals, idset, lane // 64)
+            accs = run_concrete(code, m, t.access.instr.addr)
+        except Unsupported as e:
+            return f"counterexample could not be replayed concretely: {e}"
+        if not accs:
+            return f"concrete replay did not reach the access at {t.access.instr.addr:#x}"
+        av = accs[lane % 64].address
+        if not isinstance(av, Const):
+            return f"concrete replay produced a non-constant address ({opaque_in(av)})"
+        addrs.append(av.value)
+    exp = X.evaluate(expected, dict(env, **{k: v for k, v in ids.items()}))
+    got = (addrs[0] - addrs[1]) & X.mask(64)
+    if got == exp:
+        return (f"solver counterexample did not replay: concrete offset {got} equals expected "
+                f"at {shape} (engine bug)")
+    shown = {k: v for k, v in argvals.items() if k not in ptrs}
+    return Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
+                                  grid["x"].name: ids[grid["x"].name]}, shown, got, exp, lane,
+                          t.access.instr.addr)
+
+
+# ----------------------------------------------------------------------------- formulas
+
+def formulas(address: Expr, zero_ids, prob: Problem, buffer: str) -> Tuple[str, str]:
+    """(extracted offset in kernel-argument terms, simplified extracted - expected in shape
+    terms), both as sympy text; integer readings (32-bit wraparound not shown)."""
+    import sympy
+    from .symbolic_text import to_sympy
+    try:
+        off = to_sympy(address) - to_sympy(X.substitute(address, zero_ids))
+        off = sympy.simplify(off)
+        full = X.substitute(address, {k: v for k, v in prob.kernargs.items() if v.width != 64 or k not in X.symbols(v)})
+        full_off = to_sympy(full) - to_sympy(X.substitute(full, zero_ids))
+        diff = sympy.simplify(full_off - to_sympy(prob.expected[buffer]))
+        return str(off), str(diff)
+    except Exception as e:  # formula display must never hide a verdict
+        return f"<formula not shown: {type(e).__name__}>", ""
