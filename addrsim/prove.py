@@ -158,8 +158,19 @@ class Target:
 
 
 def targets_for(ex: Exploration, ptr: str) -> List[Target]:
+    """Accesses whose V# base is (on some case of its selects) the pointer argument ``ptr``;
+    cached on the exploration."""
+    cache = ex.__dict__.setdefault("_targets", {})
+    if ptr not in cache:
+        cache[ptr] = _targets_for(ex, ptr)
+    return cache[ptr]
+
+
+def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
     out = []
     for acc in ex.accesses:
+        if ptr not in X.symbols(acc.base):
+            continue
         for assign, repl in leaves(acc.base):
             memo = {}
             base = replace(acc.base, repl, memo)
@@ -223,7 +234,11 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         if isinstance(cex, str):
             return done("unknown", cex)
         res.counterexample = cex
-        return done("counterexample", f"access at {t.access.instr.addr:#x} ({t.access.instr.text})")
+        why = f"access at {t.access.instr.addr:#x} ({t.access.instr.text})"
+        if res.difference == "0":
+            why += ("; the integer formula is right for this layout, the failure is 32-bit wraparound "
+                    "(the host's u32 stride cast or a 32-bit multiply)")
+        return done("counterexample", why)
     return done("proved")
 
 

@@ -1,0 +1,96 @@
+"""Library API: verify the buffer addresses of the kernels in one code object.
+
+>>> report = verify("bwd_hd128_bf16_a16_rtne.co", buffers=["lse"], layouts=["sbhd"])
+>>> report["kernels"][0]["checks"][0]["verdict"]
+'proved'
+"""
+from __future__ import annotations
+
+import time
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from . import __version__
+from . import codeobj
+from .disasm import disassemble
+from .errors import InputError
+from .explore import explore
+from .models import ModelSet, buffer_pointer, load_models
+from .prove import Check, check, initial_machine, pointers_in
+
+DEFAULT_BUFFERS = ("lse", "d")
+DEFAULT_LAYOUTS = ("bhsd", "bshd", "sbhd")
+
+
+def verify(path, buffers: Sequence[str] = DEFAULT_BUFFERS, layouts: Sequence[str] = DEFAULT_LAYOUTS,
+           model_files: Sequence[str] = (), bounds: Dict[str, Tuple[int, int]] = None,
+           timeout_ms: int = 10000, models: Optional[ModelSet] = None) -> dict:
+    """Check every kernel of the code object at ``path``.
+
+    Returns the report as a JSON-ready dict ``{"tool", "version", "kernels": [...]}`` (see
+    README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
+    kernel without the buffer's pointer argument, malformed model file) and ToolError (no
+    usable llvm-objdump)."""
+    ms = models or load_models(model_files)
+    for b in buffers:
+        if b not in ms.buffers:
+            raise InputError(path, f"unknown buffer {b!r} (models define: {', '.join(sorted(ms.buffers))})")
+    for lay in layouts:
+        if lay not in ms.layouts:
+            raise InputError(path, f"unknown layout {lay!r} (models define: {', '.join(sorted(ms.layouts))})")
+    co = codeobj.load(path)
+    if co.arch not in ("gfx942", "gfx950", "gfx940", "gfx941", "gfx90a"):
+        raise InputError(path, f"architecture {co.arch} is not supported (gfx90a, gfx942, gfx950)")
+    ptrs = {}
+    for k in co.kernels:
+        for b in buffers:
+            p = buffer_pointer(ms, k, b)
+            if p is None:
+                raise InputError(path, f"kernel {k.symbol}: metadata has no argument for buffer {b!r} "
+                                       f"(looked for {', '.join(ms.buffers[b]['ptr'])})")
+            ptrs[(k.symbol, b)] = p
+    listing = disassemble(path)
+    out = {"tool": "addrsim", "version": __version__, "kernels": []}
+    for k in co.kernels:
+        code = listing.get(k.symbol)
+        if not code:
+            raise InputError(path, f"kernel {k.symbol}: no code found in the disassembly")
+        t0 = time.time()
+        m, _ = initial_machine(k, co.arch, ms)
+        targets = {ptrs[(k.symbol, b)] for b in buffers}
+        ex = explore(code, m, lambda a: pointers_in(a.base), targets)
+        explore_s = time.time() - t0
+        checks = []
+        for lay in layouts:
+            for b in buffers:
+                try:
+                    c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms)
+                except InputError:
+                    raise
+                except Exception as e:  # an engine failure is an honest "unknown", never a verdict
+                    c = Check(b, lay, "unknown", reason=f"internal error: {type(e).__name__}: {e}")
+                checks.append(_check_json(c))
+        out["kernels"].append({"file": str(path), "kernel": k.symbol, "arch": co.arch,
+                               "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks})
+    return out
+
+
+def _check_json(c: Check) -> dict:
+    cex = None
+    if c.counterexample is not None:
+        x = c.counterexample
+        cex = {"shape": x.shape, "coords": {"batch_id": x.coords["batch_id"], "head_id": x.coords["head_id"]},
+               "kernargs": x.kernargs, "address": {"extracted": x.extracted, "expected": x.expected},
+               "lane": x.lane, "grid": x.coords, "access_pc": x.access}
+    return {"buffer": c.buffer, "layout": c.layout, "verdict": c.verdict, "extracted": c.extracted,
+            "expected": c.expected, "difference": c.difference, "reason": c.reason,
+            "counterexample": cex, "time_s": c.time_s}
+
+
+def exit_status(reports: List[dict]) -> int:
+    """0 all proved, 1 any counterexample, 2 unknown/unsupported and no counterexample."""
+    verdicts = [c["verdict"] for r in reports for k in r["kernels"] for c in k["checks"]]
+    if "counterexample" in verdicts:
+        return 1
+    if any(v != "proved" for v in verdicts):
+        return 2
+    return 0
