@@ -1,0 +1,32 @@
+"""Shared fixtures: the real aiter wheel, downloaded once with pip and cached outside the
+repository (``$ADDRSIM_CACHE``, default ``~/.cache/addrsim``)."""
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+WHEEL = "amd-aiter==0.1.7.post2.dev18"
+KERNEL = "aiter_meta/hsa/gfx942/fmha_v3_bwd/bwd_hd128_bf16_a16_rtne.co"
+
+
+def cache_dir() -> Path:
+    return Path(os.environ.get("ADDRSIM_CACHE", Path.home() / ".cache" / "addrsim"))
+
+
+@pytest.fixture(scope="session")
+def real_kernel() -> Path:
+    """Path of bwd_hd128_bf16_a16_rtne.co (gfx942) from the public amd-aiter wheel."""
+    root = cache_dir()
+    out = root / "x" / KERNEL
+    if not out.exists():
+        wheels = list((root / "wheel").glob("amd_aiter-*.whl"))
+        if not wheels:
+            subprocess.run([sys.executable, "-m", "pip", "download", "--no-deps", "-q", "-d",
+                            str(root / "wheel"), WHEEL], check=True)
+            wheels = list((root / "wheel").glob("amd_aiter-*.whl"))
+        with zipfile.ZipFile(wheels[0]) as z:
+            z.extract(KERNEL, root / "x")
+    return out

@@ -1,0 +1,63 @@
+"""Bad input: one line naming the file and the problem, exit status 3, never a traceback."""
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def run(*args):
+    return subprocess.run([sys.executable, "-m", "addrsim", *map(str, args)], capture_output=True, text=True)
+
+
+def assert_bad(p, path, words):
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    lines = p.stderr.strip().splitlines()
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    assert str(path) in lines[0]
+    assert any(w in lines[0] for w in words), lines[0]
+
+
+def test_text_file(tmp_path):
+    f = tmp_path / "notes.txt"
+    f.write_text("hello\n")
+    assert_bad(run("verify", f), f, ["not an ELF"])
+
+
+def test_truncated_code_object(tmp_path, real_kernel):
+    f = tmp_path / "cut.co"
+    f.write_bytes(real_kernel.read_bytes()[:3000])
+    assert_bad(run("verify", f), f, ["truncated", "malformed", "metadata"])
+
+
+def test_other_machine():
+    ls = Path(shutil.which("ls")).resolve()
+    assert_bad(run("verify", ls), ls, ["not AMDGPU"])
+
+
+def test_missing_file(tmp_path):
+    f = tmp_path / "nope.co"
+    assert_bad(run("verify", f), f, ["cannot read"])
+
+
+def test_metadata_without_lse(tmp_path, real_kernel):
+    data = bytearray(real_kernel.read_bytes())
+    i = data.find(b"\xa3Lse")          # msgpack str "Lse" in the metadata note
+    assert i > 0
+    data[i + 1:i + 4] = b"Lxx"
+    f = tmp_path / "nolse.co"
+    f.write_bytes(bytes(data))
+    assert_bad(run("verify", f), f, ["no argument for buffer 'lse'"])
+
+
+def test_unknown_layout(real_kernel):
+    assert_bad(run("verify", real_kernel, "--layout", "nope"), real_kernel, ["unknown layout"])
+
+
+def test_malformed_model(tmp_path, real_kernel):
+    m = tmp_path / "bad.yaml"
+    m.write_text("families:\n  - match: 'fmha'\n    fixed: {hdim_q: '__import__(\"os\")'}\n")
+    p = run("verify", real_kernel, "--model", m)
+    assert p.returncode == 3 and "Traceback" not in p.stderr
