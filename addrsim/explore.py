@@ -10,6 +10,7 @@ on it.  Nothing is skipped silently: every early end is returned with its reason
 """
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
 
@@ -33,6 +34,7 @@ class Exploration:
     ends: List[PathEnd] = field(default_factory=list)
     steps: int = 0
     paths: int = 0
+    merges: int = 0
 
 
 def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
@@ -72,17 +74,48 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     ``targets`` have been touched on it."""
     c = _Code(code)
     out = Exploration()
-    work = [(m0, 0, frozenset())]
+    # States are processed in instruction order (every explored edge goes forward: a back
+    # edge ends its path), so all states that reach a join point meet there and are merged
+    # into one (veritesting): data-only diamonds no longer multiply the paths.
+    heap: List[Tuple[int, int, Machine, frozenset]] = [(0, 0, m0, frozenset())]
+    waiting: Dict[int, int] = {0: 1}
+    seq = 1
     solver = z3.Solver()
     solver.set("timeout", 2000)
-    decided_cache: Dict[int, Optional[bool]] = {}
-    while work:
-        m, idx, reached = work.pop()
+    bv_memo: dict = {}
+    bv_vars: dict = {}
+
+    def push(mm, i, rr):
+        nonlocal seq
+        heapq.heappush(heap, (i, seq, mm, rr))
+        waiting[i] = waiting.get(i, 0) + 1
+        seq += 1
+
+    def pop():
+        i, _, mm, rr = heapq.heappop(heap)
+        waiting[i] -= 1
+        return i, mm, rr
+
+    while heap:
+        idx, m, reached = pop()
+        while heap and heap[0][0] == idx:
+            _, m2, r2 = pop()
+            merged = merge_states(m, m2)
+            if merged is None:
+                push(m2, idx, r2)      # incompatible: it runs on its own after this one
+                break
+            m, reached = merged, reached & r2
+            out.merges += 1
         out.paths += 1
         if out.paths > max_paths:
             out.ends.append(PathEnd("budget", f"more than {max_paths} paths", tuple(m.path), reached))
             break
+        first = True
         while True:
+            if not first and waiting.get(idx):
+                push(m, idx, reached)   # another state waits here: merge with it first
+                break
+            first = False
             if idx >= len(code):
                 out.ends.append(PathEnd("unsupported", "fell off the end of the code", tuple(m.path), reached))
                 break
@@ -90,7 +123,7 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
             out.steps += 1
             if out.steps > max_steps:
                 out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
-                work = []
+                heap = []
                 break
             mn = ins.mnemonic
             if mn == "s_endpgm":
@@ -113,12 +146,11 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                     succ = [(None, ins.addr + ins.size)]
                 else:
                     for cnd, tgt in ((cond, ins.target), (X.bnot(cond), ins.addr + ins.size)):
-                        if _feasible(solver, m.path + [cnd]):
+                        if _feasible(solver, m.path + [cnd], bv_memo, bv_vars):
                             succ.append((cnd, tgt))
                 if not succ:
                     out.ends.append(PathEnd("infeasible", f"no feasible successor at {ins.addr:#x}", tuple(m.path), reached))
                     break
-                nexts = []
                 for k, (cnd, tgt) in enumerate(succ):
                     mm = m if k == len(succ) - 1 else m.clone()
                     if cnd is not None:
@@ -131,12 +163,8 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                         out.ends.append(PathEnd("unsupported", f"branch into the middle of an instruction at {tgt:#x}",
                                                 tuple(mm.path), reached))
                         continue
-                    nexts.append((mm, c.index[tgt], reached))
-                if not nexts:
-                    break
-                m, idx, reached = nexts[-1]
-                work.extend(nexts[:-1])
-                continue
+                    push(mm, c.index[tgt], reached)
+                break
             try:
                 r = m.step(ins)
             except Unsupported as e:
@@ -153,11 +181,78 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     return out
 
 
-def _feasible(solver: z3.Solver, conds: List[Expr]) -> bool:
+def _conj(cs: List[Expr]) -> Expr:
+    out = Const(1, 1)
+    for x in cs:
+        out = X.band(out, x)
+    return out
+
+
+def _has_opaque(e: Expr) -> bool:
+    if isinstance(e, Sym):
+        return e.kind == "opaque"
+    if isinstance(e, Const):
+        return False
+    return any(s.kind == "opaque" for s in X.symbols(e).values())
+
+
+class _NoMerge(Exception):
+    pass
+
+
+def merge_states(a: Machine, b: Machine) -> Optional[Machine]:
+    """One state standing for both ``a`` and ``b`` at the same instruction: path condition
+    ``prefix and (rest_a or rest_b)``, each differing register ``ite(rest_a, va, vb)``, or a
+    fresh opaque value where either side is data (opaque).  None when the two cannot be
+    merged (a lane mask against a scalar value)."""
+    pa, pb = a.path, b.path
+    k = 0
+    while k < min(len(pa), len(pb)) and pa[k] is pb[k]:
+        k += 1
+    ca, cb = _conj(pa[k:]), _conj(pb[k:])
+    m = a.clone()
+    m._opaque_n = max(getattr(a, "_opaque_n", 0), getattr(b, "_opaque_n", 0))
+
+    def mv(x, y):
+        if x is y:
+            return x
+        if isinstance(x, LaneMask) and isinstance(y, LaneMask):
+            return LaneMask(mv(x.bit, y.bit))
+        if isinstance(x, Expr) and isinstance(y, Expr) and x.width == y.width:
+            if _has_opaque(x) or _has_opaque(y):
+                return m.opaque(x.width, "data merged where two paths join")
+            return X.ite(ca, x, y)
+        raise _NoMerge()
+
+    try:
+        for key in set(a.sgpr) | set(b.sgpr):
+            if key in a.sgpr and key in b.sgpr:
+                m.sgpr[key] = mv(a.sgpr[key], b.sgpr[key])
+            else:
+                m.sgpr.pop(key, None)        # written on one side only: unknown, read as opaque
+        for key in set(a.vgpr) | set(b.vgpr):
+            if key in a.vgpr and key in b.vgpr:
+                la, lb = a.vgpr[key], b.vgpr[key]
+                m.vgpr[key] = la if la is lb else [mv(x, y) for x, y in zip(la, lb)]
+            else:
+                m.vgpr.pop(key, None)
+        m.exec = mv(a.exec, b.exec)
+        m.scc = mv(a.scc, b.scc)
+    except _NoMerge:
+        return None
+    m.path = list(pa[:k]) + ([X.bor(ca, cb)] if (pa[k:] or pb[k:]) else [])
+    m.notes = list(dict.fromkeys(a.notes + b.notes))
+    return m
+
+
+def _feasible(solver: z3.Solver, conds: List[Expr], memo=None, vs=None) -> bool:
+    """Is the conjunction of ``conds`` satisfiable (or undecided within the timeout)?
+    ``memo``/``vs`` carry Z3 translations across calls."""
     if any(isinstance(c, Const) and c.value == 0 for c in conds):
         return False
+    memo = {} if memo is None else memo
+    vs = {} if vs is None else vs
     solver.push()
-    memo, vs = {}, {}
     for c in conds:
         if not isinstance(c, Const):
             solver.add(holds_bv(c, memo, vs))

@@ -15,6 +15,8 @@ fusion, masks that cannot change a value); everything else is left to the solver
 """
 from __future__ import annotations
 
+import math
+import struct
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Iterable, Optional, Tuple
 
@@ -132,6 +134,62 @@ CONCRETE_OPS: Dict[str, Callable] = {
     "udiv": lambda a, ws, p, w: (a[0] // a[1]) if a[1] else mask(w),
     "urem": lambda a, ws, p, w: (a[0] % a[1]) if a[1] else a[0],
 }
+
+
+# --------------------------------------------------------------------------------------
+# IEEE-754 binary32 operators on bit patterns (round to nearest even, the MODE register's
+# reset value: MI300 ISA guide section 3.4 "Mode register").  ``f32_rcp`` is the *nominal*
+# reciprocal (correctly rounded); the hardware's V_RCP_F32 is only accurate to 1 ULP (ISA
+# guide, VOP1 opcode table), so proofs never rely on this value: see addrsim.idioms.
+# --------------------------------------------------------------------------------------
+
+def _f32(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+
+
+def _bits(x: float) -> int:
+    try:
+        return struct.unpack("<I", struct.pack("<f", x))[0]
+    except OverflowError:
+        return 0x7F800000 if x > 0 else 0xFF800000
+
+
+def _f32_rcp(bits: int) -> int:
+    x = _f32(bits)
+    if x == 0.0:
+        return 0xFF800000 if (bits >> 31) else 0x7F800000
+    if math.isinf(x):
+        return 0x80000000 if x < 0 else 0
+    if math.isnan(x):
+        return 0x7FC00000
+    return _bits(1.0 / x)
+
+
+def _f32_to_u32(bits: int) -> int:
+    x = _f32(bits)
+    if math.isnan(x) or x <= 0.0:
+        return 0
+    if x >= 4294967296.0:
+        return 0xFFFFFFFF
+    return int(x)
+
+
+FLOAT_OPS = ("f32_from_u32", "f32_rcp", "f32_mul", "u32_from_f32")
+
+CONCRETE_OPS.update({
+    "f32_from_u32": lambda a, ws, p, w: _bits(float(a[0])),
+    "f32_rcp": lambda a, ws, p, w: _f32_rcp(a[0]),
+    "f32_mul": lambda a, ws, p, w: _bits(_f32(a[0]) * _f32(a[1])),
+    "u32_from_f32": lambda a, ws, p, w: _f32_to_u32(a[0]),
+})
+
+
+def fop(op: str, *args: Expr) -> Expr:
+    """A binary32 operator node (``op`` in FLOAT_OPS); folds constants."""
+    for a in args:
+        if a.width != 32:
+            raise ValueError(f"{op} needs 32-bit operands")
+    return _mk(op, tuple(args), 32)
 
 
 def _mk(op: str, args: Tuple[Expr, ...], width: int, params: Tuple[int, ...] = ()) -> Expr:

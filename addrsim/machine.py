@@ -25,7 +25,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from . import expr as X
 from .disasm import Instr
 from .expr import Const, Expr, Sym
-from .semantics import DATA_PREFIXES, NO_EFFECT, STORE_PREFIXES, TABLE, normalize
+from .semantics import FLOAT_ROWS, DATA_PREFIXES, NO_EFFECT, STORE_PREFIXES, TABLE, normalize
 
 VCC_LO = 106
 M0 = 124
@@ -52,13 +52,17 @@ class LaneMask:
 
 @dataclass
 class Access:
-    """One buffer access reached on a path.  Addresses are byte addresses (64-bit Exprs)."""
+    """One memory access reached on a path.  Addresses are byte addresses (64-bit Exprs).
+
+    For a MUBUF (``buffer_*``) access, ``base`` is the V# base; for a global access it is
+    the 64-bit scalar base ``saddr`` (or the lane's 64-bit VGPR address when saddr is off),
+    and ``vsharp`` is empty, ``stride`` and ``num_records`` are 0."""
 
     instr: Instr
     kind: str                 # "load" or "store"
     path: Tuple[Expr, ...]    # path condition (1-bit Exprs, all must hold)
     vsharp: Tuple[Expr, ...]  # the four V# dwords
-    base: Expr                # 48-bit base address from the V#
+    base: Expr                # 48-bit base address from the V# (64-bit saddr for global_*)
     stride: Expr              # 14-bit stride, bytes
     num_records: Expr         # V# dword 2
     address: Expr             # 64-bit byte address of the access for this lane
@@ -257,6 +261,14 @@ class Machine:
         self.last_access = None
         if mn in NO_EFFECT:
             return None
+        if mn in FLOAT_ROWS:
+            # binary32 rows matter only on address paths; with modifiers or data operands
+            # (anything opaque) the result is data, as before
+            try:
+                self._apply(ins, mn, TABLE[mn], floating=True)
+            except Unsupported:
+                self._data(ins, mn)
+            return None
         if mn in TABLE:
             self._apply(ins, mn, TABLE[mn])
             return None
@@ -269,9 +281,13 @@ class Machine:
             src = ins.operands[1]
             self.write_scalar(ins.operands[0], self.first_lane(src))
             return None
+        if mn.startswith("global_"):
+            return self._global(ins, mn)
         if mn.startswith(STORE_PREFIXES):
             return None
-        if mn.startswith(DATA_PREFIXES) or mn.startswith("v_cmp_") and "_f" in mn[6:] or mn.startswith("v_cmpx"):
+        if mn.startswith(DATA_PREFIXES) or mn.startswith("v_cmp_") and "_f" in mn[6:] or mn.startswith("v_cmpx") \
+                or (mn.startswith("v_") and mn.endswith(("_dpp", "_sdwa"))):
+            # DPP/SDWA forms move data across lanes or sub-dword: their results are opaque
             self._data(ins, mn)
             return None
         raise Unsupported(f"no semantics for {ins.mnemonic}")
@@ -297,7 +313,7 @@ class Machine:
             self.sgpr[VCC_LO] = self.opaque(32, why)
             self.sgpr[VCC_LO + 1] = self.opaque(32, why)
 
-    def _apply(self, ins: Instr, mn: str, s):
+    def _apply(self, ins: Instr, mn: str, s, floating: bool = False):
         ops = list(ins.operands)
         if any(t.startswith(("neg(", "abs(", "-v", "|", "-s")) for t in ops) or any(
                 m.startswith(("clamp", "omod", "mul:", "div:", "op_sel", "row_", "quad_perm", "dpp", "bank_mask"))
@@ -309,7 +325,9 @@ class Machine:
         # VOPC in e32 form and carry forms print vcc explicitly; SOPK s_cmpk has "sX, imm"
         if len(ops) != len(outs) + len(explicit_in):
             # s_cselect/s_cmov read the old destination implicitly only for s_cmov
-            if mn == "s_cmov_b32" and len(ops) == 2:
+            # s_cmov_b32 and the SOPK accumulate forms (s_addk_i32, s_mulk_i32: "sdst, simm16")
+            # read their destination as the first source (MI300 ISA guide section 4.3 SOPK)
+            if mn in ("s_cmov_b32", "s_addk_i32", "s_mulk_i32") and len(ops) == 2:
                 ops = [ops[0], ops[0], ops[1]]
             else:
                 raise Unsupported(f"{ins.mnemonic}: {len(ops)} operands, expected {len(outs) + len(explicit_in)}")
@@ -345,6 +363,8 @@ class Machine:
                     vals.append(self.read_vector(in_ops[k], int(t[1:]), lane))
                 k += 1
             res = s.fn(*vals)
+            if floating and any(x.kind == "opaque" for r in res for x in X.symbols(r).values()):
+                res = tuple(self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (floating-point data)") for _ in res)
             for t, o, r in zip(outs, out_ops, res):
                 if t == "m":
                     mask_outs.setdefault(o, []).append(X.band(r, active) if not _is_true(active) else r)
@@ -403,6 +423,40 @@ class Machine:
         if key not in self.kernargs:
             self.kernargs[key] = self.opaque(8, f"kernarg byte {b} outside every listed argument")
         return self.kernargs[key]
+
+    def _global(self, ins: Instr, mn: str) -> str:
+        """GLOBAL segment access (MI300 ISA guide section 9.1 "FLAT, global and scratch"):
+        address = saddr + zext(vaddr[31:0]) + offset when saddr is an SGPR pair, else
+        vaddr[63:0] + offset; offset is a signed 13-bit immediate."""
+        ops = ins.operands
+        is_load = mn.startswith("global_load")
+        returns = is_load or (mn.startswith("global_atomic") and ins.modifier("glc") is not None)
+        if returns:
+            vdst, vaddr, rest = ops[0], ops[1], ops[2:]
+        else:
+            vdst, vaddr, rest = None, ops[0], ops[1:]
+        saddr = rest[-1] if rest else "off"
+        if len(rest) not in (1, 2):
+            raise Unsupported(f"{ins.mnemonic}: operands {ops}")
+        ioff = int(ins.modifier("offset") or "0", 0)
+        ioff = ioff - (1 << 13) if ioff >= (1 << 12) and ioff < (1 << 13) else ioff
+        self.last_access = []
+        sbase = None if saddr == "off" else self.read_scalar(saddr, 64)
+        for lane in range(self.nlanes):
+            if sbase is not None:
+                base = sbase
+                addr = X.add(X.add(sbase, X.zext(self.read_vector(vaddr, 32, lane), 64)), Const(ioff & X.mask(64), 64))
+            else:
+                base = self.read_vector(vaddr, 64, lane)
+                addr = X.add(base, Const(ioff & X.mask(64), 64))
+            self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), (), base,
+                                           Const(0, 14), Const(0, 32), addr, self.lane_active(lane), False, ()))
+        if returns and vdst is not None:
+            rr = self.parse_reg(vdst)
+            if rr and rr[0] in ("v", "a"):
+                for k in range(rr[2]):
+                    self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (memory data)")] * self.nlanes
+        return "access"
 
     def _buffer(self, ins: Instr, mn: str) -> str:
         ops = ins.operands

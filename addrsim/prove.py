@@ -30,6 +30,7 @@ from .explore import Exploration, explore, run_concrete
 from .expr import Const, Expr, Sym
 from .machine import Access, ConcreteLanes, SymbolicLane, Unsupported
 from .models import SHAPE_VARS, ModelSet, Problem, build_problem, buffer_pointer, grid_symbols
+from .idioms import exact_divisions
 from .smt import IntEncoder, holds_bv, to_bv
 
 PTR_LIMIT = 1 << 47          # allocations lie below 2**47 (user-mode canonical addresses)
@@ -62,6 +63,7 @@ class Check:
     counterexample: Optional[Counterexample] = None
     time_s: float = 0.0
     accesses: List[int] = field(default_factory=list)
+    division_proofs: list = field(default_factory=list)
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -207,6 +209,10 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     notes = sorted({n for t in tg for n in t.access.notes})
     if notes:
         return done("unsupported", "; ".join(notes))
+    tg, proofs, left = _prove_divisions(tg, prob, ex, ptr)
+    if left:
+        return done("unsupported", "; ".join(sorted(set(left)))[:500])
+    res.division_proofs = proofs
     opq = sorted({n for t in tg for n in opaque_in(t.address)})
     if opq:
         return done("unsupported", "address depends on values addrsim does not model: " + "; ".join(opq)[:400])
@@ -240,6 +246,37 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
                     "(the host's u32 stride cast or a 32-bit multiply)")
         return done("counterexample", why)
     return done("proved")
+
+
+def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str):
+    """Targets with their float-reciprocal divisions proved exact and replaced by udiv
+    (addrsim.idioms); cached on the exploration per pointer and ranges."""
+    ranges = _ranges(prob)
+    enc = IntEncoder(ranges)
+    for name, e in prob.kernargs.items():
+        if not any(s.kind == "ptr" for s in X.symbols(e).values()):
+            try:
+                ranges[name] = enc.interval(e)
+            except Exception:
+                pass
+    key = (ptr, tuple(sorted(ranges.items())))
+    cache = ex.__dict__.setdefault("_divisions", {})
+    if key in cache:
+        return cache[key]
+    out, proofs, left = [], [], []
+    for t in tg:
+        a, p1, l1 = exact_divisions(t.address, ranges)
+        conds = []
+        for c in t.conds:
+            c2, p2, _ = exact_divisions(c, ranges)   # float left in a condition is abstracted
+            conds.append(c2)
+            p1 += p2
+        out.append(Target(t.access, conds, a))
+        proofs += p1
+        left += l1
+    uniq = {(p.dividend, p.divisor): p for p in proofs}
+    cache[key] = (out, list(uniq.values()), left)
+    return cache[key]
 
 
 def _ranges(prob: Problem) -> Dict[str, Tuple[int, int]]:

@@ -305,6 +305,17 @@ sem("v_cmp_lg_u32", "m:v32,v32")(lambda a, b: (X.bnot(X.eq(a, b)),))
 
 # ------------------------------------------------------------------ classes handled by the machine
 #: Instructions with no effect on registers the address analysis tracks.
+# Floating point used in address arithmetic (LLVM's 32-bit unsigned division expansion:
+# cvt, rcp_iflag, mul by 0x4f7ffffe, cvt back, then integer refinement).  These rows build
+# binary32 nodes; addrsim.idioms proves the whole idiom exact before an address relies on it.
+sem("v_cvt_f32_u32", "v32:v32")(lambda a: (X.fop("f32_from_u32", a),))
+sem("v_rcp_iflag_f32", "v32:v32")(lambda a: (X.fop("f32_rcp", a),))
+sem("v_rcp_f32", "v32:v32")(lambda a: (X.fop("f32_rcp", a),))
+sem("v_mul_f32", "v32:v32,v32")(lambda a, b: (X.fop("f32_mul", a, b),))
+sem("v_cvt_u32_f32", "v32:v32")(lambda a: (X.fop("u32_from_f32", a),))
+FLOAT_ROWS = frozenset({"v_cvt_f32_u32", "v_rcp_iflag_f32", "v_rcp_f32", "v_mul_f32", "v_cvt_u32_f32"})
+
+
 NO_EFFECT = {
     "s_waitcnt", "s_nop", "s_barrier", "s_setprio", "s_sleep", "s_dcache_wb", "s_dcache_inv",
     "s_icache_inv", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_waitcnt_expcnt",
@@ -320,7 +331,7 @@ DATA_PREFIXES = (
     "v_pk_", "v_dot", "v_mul_f", "v_add_f", "v_sub_f", "v_subrev_f", "v_max_f", "v_min_f",
     "v_fract", "v_ldexp", "v_frexp", "v_div_", "v_med3_f", "v_mad_f", "v_cmp_class", "v_trunc_f",
     "v_floor_f", "v_ceil_f", "v_rndne_f", "v_exp_f", "v_max3_f", "v_min3_f", "v_madmk_f", "v_madak_f",
-    "global_load", "flat_load", "scratch_load", "global_atomic", "flat_atomic", "v_mov_b64", "v_prng",
+    "flat_load", "scratch_load", "flat_atomic", "v_mov_b64", "v_prng",
     "v_permlane", "v_swap",
 )
 

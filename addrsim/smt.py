@@ -24,12 +24,18 @@ def to_bv(e: Expr, memo: Dict[int, z3.ExprRef] = None, vars_: Dict[str, z3.ExprR
     memo = {} if memo is None else memo
     vars_ = {} if vars_ is None else vars_
 
+    keep = memo.setdefault("_keep", [])   # nodes kept alive so that their ids stay valid
+
     def go(n: Expr):
         k = id(n)
         if k in memo:
             return memo[k]
+        keep.append(n)
         if isinstance(n, Const):
-            r = z3.BitVecVal(n.value, n.width)
+            ck = ("_c", n.value, n.width)
+            r = memo.get(ck)
+            if r is None:
+                r = memo[ck] = z3.BitVecVal(n.value, n.width)
         elif isinstance(n, Sym):
             r = vars_.get(n.name)
             if r is None:
@@ -67,6 +73,11 @@ def to_bv(e: Expr, memo: Dict[int, z3.ExprRef] = None, vars_: Dict[str, z3.ExprR
             elif op == "sle": r = b(a[0] <= a[1])
             elif op == "udiv": r = z3.UDiv(a[0], a[1])
             elif op == "urem": r = z3.URem(a[0], a[1])
+            elif op in X.FLOAT_OPS:
+                # binary32 operators are uninterpreted functions: sound (no property of the
+                # rounding is assumed); addrsim.idioms proves the idioms that need more
+                f = z3.Function(op, *([z3.BitVecSort(32)] * len(a)), z3.BitVecSort(32))
+                r = f(*a)
             else:
                 raise ValueError(f"no bit-vector translation for {op}")
         memo[k] = r
