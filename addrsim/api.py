@@ -21,16 +21,21 @@ DEFAULT_BUFFERS = ("lse", "d")
 DEFAULT_LAYOUTS = ("bhsd", "bshd", "sbhd")
 
 
-def verify(path, buffers: Sequence[str] = DEFAULT_BUFFERS, layouts: Sequence[str] = DEFAULT_LAYOUTS,
+def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str] = DEFAULT_LAYOUTS,
            model_files: Sequence[str] = (), bounds: Dict[str, Tuple[int, int]] = None,
-           timeout_ms: int = 10000, models: Optional[ModelSet] = None) -> dict:
+           timeout_ms: int = 10000, models: Optional[ModelSet] = None, cache: Optional[dict] = None,
+           min_budget_s: Optional[float] = None, check_budget_s: Optional[float] = None) -> dict:
     """Check every kernel of the code object at ``path``.
 
+    ``buffers`` None means every buffer of the models whose pointer argument the kernel has;
+    named buffers must all exist in every kernel.
     Returns the report as a JSON-ready dict ``{"tool", "version", "kernels": [...]}`` (see
     README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
     kernel without the buffer's pointer argument, malformed model file) and ToolError (no
     usable llvm-objdump)."""
     ms = models or load_models(model_files)
+    explicit = buffers is not None
+    buffers = list(buffers) if buffers is not None else list(ms.buffers)
     for b in buffers:
         if b not in ms.buffers:
             raise InputError(path, f"unknown buffer {b!r} (models define: {', '.join(sorted(ms.buffers))})")
@@ -41,13 +46,18 @@ def verify(path, buffers: Sequence[str] = DEFAULT_BUFFERS, layouts: Sequence[str
     if co.arch not in ("gfx942", "gfx950", "gfx940", "gfx941", "gfx90a"):
         raise InputError(path, f"architecture {co.arch} is not supported (gfx90a, gfx942, gfx950)")
     ptrs = {}
+    kbufs: Dict[str, List[str]] = {}
     for k in co.kernels:
+        kbufs[k.symbol] = []
         for b in buffers:
             p = buffer_pointer(ms, k, b)
             if p is None:
-                raise InputError(path, f"kernel {k.symbol}: metadata has no argument for buffer {b!r} "
-                                       f"(looked for {', '.join(ms.buffers[b]['ptr'])})")
+                if explicit:
+                    raise InputError(path, f"kernel {k.symbol}: metadata has no argument for buffer {b!r} "
+                                           f"(looked for {', '.join(ms.buffers[b]['ptr'])})")
+                continue
             ptrs[(k.symbol, b)] = p
+            kbufs[k.symbol].append(b)
     listing = disassemble(path)
     out = {"tool": "addrsim", "version": __version__, "kernels": []}
     for k in co.kernels:
@@ -56,14 +66,15 @@ def verify(path, buffers: Sequence[str] = DEFAULT_BUFFERS, layouts: Sequence[str
             raise InputError(path, f"kernel {k.symbol}: no code found in the disassembly")
         t0 = time.time()
         m, _ = initial_machine(k, co.arch, ms)
-        targets = {ptrs[(k.symbol, b)] for b in buffers}
+        targets = {ptrs[(k.symbol, b)] for b in kbufs[k.symbol]}
         ex = explore(code, m, lambda a: pointers_in(a.base), targets)
         explore_s = time.time() - t0
         checks = []
         for lay in layouts:
-            for b in buffers:
+            for b in kbufs[k.symbol]:
                 try:
-                    c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms)
+                    c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms, cache, min_budget_s,
+                              check_budget_s)
                 except InputError:
                     raise
                 except Exception as e:  # an engine failure is an honest "unknown", never a verdict
@@ -80,7 +91,7 @@ def _check_json(c: Check) -> dict:
         x = c.counterexample
         cex = {"shape": x.shape, "coords": {"batch_id": x.coords["batch_id"], "head_id": x.coords["head_id"]},
                "kernargs": x.kernargs, "address": {"extracted": x.extracted, "expected": x.expected},
-               "lane": x.lane, "grid": x.coords, "access_pc": x.access}
+               "lane": x.lane, "grid": x.coords, "access_pc": x.access, "minimal": x.minimal}
     return {"buffer": c.buffer, "layout": c.layout, "verdict": c.verdict, "extracted": c.extracted,
             "expected": c.expected, "difference": c.difference, "reason": c.reason,
             "counterexample": cex, "time_s": c.time_s}

@@ -1,4 +1,4 @@
-"""Command line: ``addrsim verify FILE.co [--buffer B] [--layout L] [--json FILE|-]``.
+"""Command line: ``addrsim verify FILE.co ...`` and ``addrsim scan DIR_OR_WHEEL_OR_FILES ...``.
 
 Exit status: 0 all proved, 1 any counterexample, 2 unknown/unsupported and no
 counterexample, 3 bad input or usage.
@@ -11,7 +11,9 @@ import sys
 from typing import List, Optional
 
 from . import __version__
-from .api import DEFAULT_BUFFERS, DEFAULT_LAYOUTS, exit_status, verify
+from .api import DEFAULT_LAYOUTS, exit_status, verify
+from .errors import InputError
+from .models import load_models
 from .errors import EXIT_BAD_INPUT, AddrsimError
 
 
@@ -36,7 +38,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("verify", help="prove or refute the buffer base addresses of a code object")
     v.add_argument("files", nargs="+", metavar="FILE.co")
-    v.add_argument("--buffer", action="append", help=f"buffer to check (repeatable; default {' '.join(DEFAULT_BUFFERS)})")
+    v.add_argument("--buffer", action="append", help="buffer to check (repeatable; default: every buffer the kernel has a pointer for)")
     v.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
     v.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
     v.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
@@ -44,10 +46,33 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="override a shape bound, e.g. batch=1:64")
     v.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
     v._parser_class = _Parser
+    v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
+                   help="user layouts file (a model file with a layouts section; repeatable)")
+    sc = sub.add_parser("scan", help="check every buffer of every kernel of a corpus, for every layout (CI gate)")
+    sc.add_argument("inputs", nargs="*", metavar="DIR_OR_WHEEL_OR_FILE")
+    sc.add_argument("--aiter", action="store_true", help="also scan the kernels of the aiter installed in this Python")
+    sc.add_argument("--buffer", action="append", help="buffer to check (repeatable; default: every modelled buffer)")
+    sc.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
+    sc.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml", help="user layouts file (repeatable)")
+    sc.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    sc.add_argument("--bound", action="append", type=_bound, default=[], metavar="NAME=MIN:MAX")
+    sc.add_argument("--timeout", type=int, default=3000, metavar="MS", help="solver timeout per query (ms)")
+    sc.add_argument("--check-budget", type=float, default=10.0, metavar="S",
+                    help="seconds for one kernel x buffer x layout check; past it the verdict is unknown")
+    sc.add_argument("--min-budget", type=float, default=1.0, metavar="S",
+                    help="seconds spent minimising each counterexample (0: report the first found)")
+    sc.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="worker processes")
+    sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
+    sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
+    sc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     args = p.parse_args(argv)
+    if args.cmd == "scan":
+        return _scan(args)
     try:
-        reports = [verify(f, args.buffer or DEFAULT_BUFFERS, args.layout or DEFAULT_LAYOUTS, args.model,
-                          dict(args.bound), args.timeout) for f in args.files]
+        models = load_models(list(args.model) + list(args.layouts))
+        reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
+                          bounds=dict(args.bound), timeout_ms=args.timeout) for f in args.files]
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
@@ -64,6 +89,61 @@ def main(argv: Optional[List[str]] = None) -> int:
             except OSError as e:
                 sys.stderr.write(f"addrsim: {args.json}: cannot write ({e.strerror})\n")
                 return EXIT_BAD_INPUT
+    return exit_status(reports)
+
+
+def _scan(args) -> int:
+    from .reports import write_junit, write_sarif
+    from .scan import collect, scan, summary
+    if not args.inputs and not args.aiter:
+        sys.stderr.write("addrsim: scan needs a directory, wheel or file (or --aiter)\n")
+        return EXIT_BAD_INPUT
+    if args.jobs < 1:
+        sys.stderr.write("addrsim: --jobs must be at least 1\n")
+        return EXIT_BAD_INPUT
+    layouts = args.layout or list(DEFAULT_LAYOUTS)
+    try:
+        files = list(args.model) + list(args.layouts)
+        ms = load_models(files)
+        for lay in layouts:
+            if lay not in ms.layouts:
+                raise InputError(files[-1] if files else "--layout",
+                                 f"unknown layout {lay!r} (models define: {', '.join(sorted(ms.layouts))})")
+        for b in args.buffer or []:
+            if b not in ms.buffers:
+                raise InputError("--buffer", f"unknown buffer {b!r} (models define: {', '.join(sorted(ms.buffers))})")
+        corpus = collect(args.inputs, ms, aiter=args.aiter)
+        if not corpus.files:
+            raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
+        reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
+                       args.min_budget, progress=not args.no_progress and sys.stderr.isatty(),
+                       check_budget_s=args.check_budget)
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    errors = [r["error"] for r in reports if r.get("error")]
+    merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]],
+              "skipped": [{"file": f, "reason": w} for f, w in corpus.skipped], "errors": errors}
+    try:
+        if args.json == "-":
+            json.dump(merged, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(summary(reports, corpus, layouts))
+            if args.json:
+                with open(args.json, "w") as fh:
+                    json.dump(merged, fh, indent=2)
+        if args.sarif:
+            write_sarif(args.sarif, reports, __version__)
+        if args.junit:
+            write_junit(args.junit, reports)
+    except OSError as e:
+        sys.stderr.write(f"addrsim: {e.filename}: cannot write ({e.strerror})\n")
+        return EXIT_BAD_INPUT
+    for e in errors:
+        sys.stderr.write(f"addrsim: {e}\n")
+    if errors:
+        return EXIT_BAD_INPUT
     return exit_status(reports)
 
 

@@ -35,6 +35,7 @@ class Exploration:
     steps: int = 0
     paths: int = 0
     merges: int = 0
+    loop_exits: int = 0
 
 
 def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
@@ -84,6 +85,10 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     solver.set("timeout", 2000)
     bv_memo: dict = {}
     bv_vars: dict = {}
+    loop_writes: Dict[Tuple[int, int], list] = {}
+    headers = {i.target for i in code if i.mnemonic.startswith(("s_branch", "s_cbranch"))
+               and i.target is not None and i.target <= i.addr}
+    m0.loop_entry = {}
 
     def push(mm, i, rr):
         nonlocal seq
@@ -121,6 +126,9 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                 break
             ins = code[idx]
             out.steps += 1
+            if ins.addr in headers and ins.addr not in m.loop_entry:
+                m.loop_entry = dict(m.loop_entry)
+                m.loop_entry[ins.addr] = len(m.path)
             if out.steps > max_steps:
                 out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
                 heap = []
@@ -151,14 +159,28 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                 if not succ:
                     out.ends.append(PathEnd("infeasible", f"no feasible successor at {ins.addr:#x}", tuple(m.path), reached))
                     break
+                back = [tgt for _, tgt in succ if tgt <= ins.addr]
                 for k, (cnd, tgt) in enumerate(succ):
                     mm = m if k == len(succ) - 1 else m.clone()
                     if cnd is not None:
                         mm.path.append(cnd)
                     if tgt <= ins.addr:
                         out.ends.append(PathEnd("backedge", f"loop back edge {ins.addr:#x} -> {tgt:#x} (first iteration only)",
-                                                tuple(mm.path), reached))
+                                                tuple(mm.path), reached, (tgt, ins.addr)))
                         continue
+                    if back and tgt == ins.addr + ins.size:
+                        # leaving the loop [back, here] after any number of iterations: what the
+                        # body writes is unknown, and the conditions met inside iteration 1 no
+                        # longer hold (the path keeps the conditions from before the loop)
+                        head = back[0]
+                        key = (head, ins.addr)
+                        if key not in loop_writes:
+                            lo, hi = c.index[head], c.index[ins.addr]
+                            loop_writes[key] = [d for i in code[lo:hi + 1] for d in mm.destinations(i)]
+                        mm.havoc(loop_writes[key], f"value after the loop {head:#x}-{ins.addr:#x}")
+                        entry = mm.loop_entry.get(head)
+                        mm.path = list(mm.path[:entry]) if entry is not None else mm.path[:-1]
+                        out.loop_exits += 1
                     if tgt not in c.index:
                         out.ends.append(PathEnd("unsupported", f"branch into the middle of an instruction at {tgt:#x}",
                                                 tuple(mm.path), reached))
@@ -241,6 +263,8 @@ def merge_states(a: Machine, b: Machine) -> Optional[Machine]:
     except _NoMerge:
         return None
     m.path = list(pa[:k]) + ([X.bor(ca, cb)] if (pa[k:] or pb[k:]) else [])
+    la, lb = getattr(a, "loop_entry", {}), getattr(b, "loop_entry", {})
+    m.loop_entry = {h: min(la.get(h, k), lb.get(h, k), k) for h in set(la) | set(lb)}
     m.notes = list(dict.fromkeys(a.notes + b.notes))
     return m
 

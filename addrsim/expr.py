@@ -184,6 +184,16 @@ CONCRETE_OPS.update({
 })
 
 
+def select(array: Sym, offset: Expr) -> Expr:
+    """The 32-bit word at byte ``offset`` (64-bit Expr) of the memory ``array`` (a Sym naming
+    a kernel pointer argument or a model array): what an ``s_load_dword`` from a buffer the
+    kernel reads (a sequence-start array) returns.  Concretely evaluated from
+    ``env[array.name + "[]"]``, a dict offset -> value."""
+    if offset.width != 64:
+        raise ValueError("select offset must be 64 bits")
+    return Op("sel", (array, offset), 32)
+
+
 def fop(op: str, *args: Expr) -> Expr:
     """A binary32 operator node (``op`` in FLOAT_OPS); folds constants."""
     for a in args:
@@ -326,6 +336,8 @@ def and_(a: Expr, b: Expr) -> Expr:
             return a
     if a is b:
         return a
+    if isinstance(b, Const) and isinstance(a, Op) and a.op == "and" and isinstance(a.args[1], Const):
+        return and_(a.args[0], Const(a.args[1].value & b.value, a.width))   # (x & c1) & c2
     return _mk("and", (a, b), a.width)
 
 
@@ -446,6 +458,8 @@ def ite(c: Expr, a: Expr, b: Expr) -> Expr:
         return a if c.value else b
     if a is b or (isinstance(a, Const) and isinstance(b, Const) and a.value == b.value):
         return a
+    if a.width == 1 and _is(a, 1) and _is(b, 0):
+        return c
     return _mk("ite", (c, a, b), a.width)
 
 
@@ -507,6 +521,28 @@ def walk(e: Expr) -> Iterable[Expr]:
         yield n
         if isinstance(n, Op):
             stack.extend(n.args)
+
+
+def shash(e: Expr, memo: Optional[dict] = None) -> int:
+    """Structural hash of ``e`` (equal trees hash equal, whatever their sharing); linear in
+    the number of distinct nodes."""
+    memo = {} if memo is None else memo
+    stack = [(e, False)]
+    while stack:
+        n, done = stack.pop()
+        k = id(n)
+        if k in memo:
+            continue
+        if isinstance(n, Const):
+            memo[k] = hash(("c", n.value, n.width))
+        elif isinstance(n, Sym):
+            memo[k] = hash(("s", n.name, n.width, n.kind))
+        elif done:
+            memo[k] = hash((n.op, n.width, n.params) + tuple(memo[id(a)] for a in n.args))
+        else:
+            stack.append((n, True))
+            stack.extend((a, False) for a in n.args if id(a) not in memo)
+    return memo[id(e)]
 
 
 def symbols(e: Expr) -> Dict[str, Sym]:
@@ -573,6 +609,9 @@ def evaluate(e: Expr, env: Dict[str, int], memo: Optional[dict] = None) -> int:
         if e.op == "ite":
             c = evaluate(e.args[0], env, memo)
             v = evaluate(e.args[1] if c else e.args[2], env, memo)
+        elif e.op == "sel":
+            off = evaluate(e.args[1], env, memo)
+            v = env[e.args[0].name + "[]"].get(off, 0) & mask(32)
         else:
             vals = [evaluate(a, env, memo) for a in e.args]
             v = CONCRETE_OPS[e.op](vals, [a.width for a in e.args], e.params, e.width)

@@ -61,6 +61,7 @@ def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Tuple[Expr, 
     name -> inclusive integer range) by ``udiv``.  Returns (new expression, proofs, reasons
     for float subterms left in place)."""
     memo: Dict[int, bool] = {}
+    cache: Dict[tuple, dict] = {}
     if not has_float(e, memo):
         return e, [], []
     repl: Dict[int, Expr] = {}
@@ -74,7 +75,7 @@ def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Tuple[Expr, 
             continue
         seen.add(id(n))
         if n.width == 32 and n.op not in X.FLOAT_OPS:
-            r = _try_division(n, ranges)
+            r = _try_division(n, ranges, cache)
             if isinstance(r, tuple):
                 repl[id(n)] = r[0]
                 plain[id(n)] = r[2]
@@ -105,7 +106,7 @@ def _replace(e: Expr, repl, memo):
     return r
 
 
-def _try_division(n: Expr, ranges) -> Optional[object]:
+def _try_division(n: Expr, ranges, cache) -> Optional[object]:
     syms = [s for s in X.symbols(n).values()]
     if not syms or len(syms) > 2 or any(s.kind == "opaque" for s in syms):
         return None
@@ -127,15 +128,19 @@ def _try_division(n: Expr, ranges) -> Optional[object]:
     if not divisors:
         return None
     names = sorted(box)
-    grids = np.meshgrid(*[np.arange(box[k][0], box[k][1] + 1, dtype=np.uint64) for k in names], indexing="ij")
-    env = {k: g.ravel() for k, g in zip(names, grids)}
-    nrcp = sum(1 for m in X.walk(n) if isinstance(m, Op) and m.op == "f32_rcp")
-    if nrcp > 2:
-        return None
+    bkey = tuple((k, box[k]) for k in names)
+    if bkey not in cache:
+        grids = np.meshgrid(*[np.arange(box[k][0], box[k][1] + 1, dtype=np.uint64) for k in names], indexing="ij")
+        cache[bkey] = {"env": {k: g.ravel() for k, g in zip(names, grids)}, "memos": {}}
+    env = cache[bkey]["env"]
+    rcps = [m for m in X.walk(n) if isinstance(m, Op) and m.op == "f32_rcp"]
+    if len(rcps) > 1:
+        return "more than one reciprocal in one term: not checked"
     values = []
     try:
-        for variant in product((-1, 0, 1), repeat=nrcp):
-            values.append(_vec(n, env, {}, list(variant)))
+        for variant in (-1, 0, 1):
+            memo = cache[bkey]["memos"].setdefault(variant, {})
+            values.append(_vec(n, env, memo, [variant]))
     except _NoVec:
         return None
     for d in divisors:
@@ -257,9 +262,7 @@ def _vop(e, op, w, a, variant, memo):
         f = np.clip(np.trunc(f), 0.0, 4294967295.0)
         return f.astype(np.uint64)
     if op == "f32_rcp":
-        idx = memo.setdefault("_rcp_seen", [])
-        pos = len(idx)
-        idx.append(1)
+        pos = 0
         x = _ffrom(a[0]).astype(np.float64)
         exact = 1.0 / x
         r = exact.astype(np.float32)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Iterable, Dict, List, Optional, Sequence, Tuple
 
 from . import expr as X
 from .disasm import Instr
@@ -80,6 +80,7 @@ class PathEnd:
     detail: str
     path: Tuple[Expr, ...]
     reached: frozenset
+    loop: Optional[Tuple[int, int]] = None    # (header, back-edge branch) for "backedge"
 
 
 class Machine:
@@ -386,12 +387,66 @@ class Machine:
         rel = _const_offset(base, self.kernarg_ptr)
         why = f"{ins.mnemonic} at {ins.addr:#x} from memory other than the kernarg segment"
         if rel is None or not isinstance(off, Const):
-            vals = [self.opaque(32, why) for _ in range(n)]
+            vals = self._memory_words(base, off, n, why)
         else:
             start = rel + off.value
             vals = [self.kernarg_word(start + 4 * k) for k in range(n)]
         for k, v in enumerate(vals):
             self.sgpr[r[1] + k] = v
+
+    def destinations(self, ins: Instr) -> List[object]:
+        """Registers ``ins`` may write: parse_reg tuples of its destination operands, plus
+        "scc" and "exec" where it may write them (conservative for unknown instructions)."""
+        mn = normalize(ins.mnemonic)
+        ops = list(ins.operands)
+        out: List[object] = ["scc"] if mn.startswith("s_") else []
+        if mn in NO_EFFECT or mn.startswith(("s_branch", "s_cbranch", "s_endpgm", "s_waitcnt")):
+            return out
+        n_dst = 1
+        if mn in TABLE:
+            n_dst = len([t for t in TABLE[mn].outs if t != "scc"])
+        elif mn.startswith(STORE_PREFIXES) or (mn.startswith(("buffer_store", "global_store"))) or \
+                (mn.startswith(("buffer_atomic", "global_atomic")) and ins.modifier("glc") is None) or \
+                (mn.startswith("buffer_load") and ins.modifier("lds") is not None):
+            n_dst = 0
+        for op in ops[:n_dst]:
+            r = self.parse_reg(op)
+            if r is not None:
+                out.append(r if r[0] != "exec" else "exec")
+        if mn.startswith("v_cmpx") or "saveexec" in mn:
+            out.append("exec")
+        if mn.startswith("v_cmp") or "_co_" in mn or mn.startswith(("v_addc", "v_subb", "v_div_scale")):
+            out.append(("s", VCC_LO, 2))
+        return out
+
+    def havoc(self, dests: Iterable[object], why: str):
+        """Forget the registers in ``dests`` (from :meth:`destinations`): fresh opaque values."""
+        for d in dests:
+            if d == "scc":
+                self.scc = self.opaque(1, why)
+            elif d == "exec":
+                self.exec = self.opaque(64, why)
+            else:
+                f, idx, n = d
+                for k in range(n):
+                    if f == "s":
+                        self.sgpr[idx + k] = self.opaque(32, why)
+                    else:
+                        self.vgpr[(f, idx + k)] = [self.opaque(32, why)] * self.nlanes
+
+    def _memory_words(self, base: Expr, off: Expr, n: int, why: str) -> List[Expr]:
+        """Words an s_load reads from a buffer that is not the kernarg segment: when the address
+        is a pointer argument plus an offset, symbolic ``select(ptr, offset)`` words (the
+        prover gives them meaning only for pointers a contract declares as arrays); else
+        opaque.  The concrete machine overrides this with its memory."""
+        ptrs = [s for s in X.symbols(base).values() if s.kind == "ptr" and s.name != "kernarg_ptr"]
+        if len(ptrs) == 1:
+            p = ptrs[0]
+            rest = X.sub(base, X.zext(p, 64))
+            if p.name not in X.symbols(rest):
+                start = X.add(rest, X.zext(off, 64))
+                return [X.select(p, X.add(start, Const(4 * k, 64))) for k in range(n)]
+        return [self.opaque(32, why) for _ in range(n)]
 
     def kernarg_word(self, off: int) -> Expr:
         """The 32-bit little-endian word at byte ``off`` of the kernarg segment."""
@@ -610,6 +665,15 @@ class ConcreteLanes(Machine):
     """The 64 lanes of one wave with concrete work-item ids ``tids`` (packed v0 values)."""
 
     nlanes = WAVE
+    #: byte address -> 32-bit word of global memory the replay provides (sequence starts)
+    memory: Dict[int, int] = {}
+
+    def _memory_words(self, base: Expr, off: Expr, n: int, why: str) -> List[Expr]:
+        if isinstance(base, Const) and isinstance(off, Const):
+            a = (base.value + off.value) & X.mask(64)
+            if all((a + 4 * k) in self.memory for k in range(n)):
+                return [Const(self.memory[a + 4 * k], 32) for k in range(n)]
+        return [self.opaque(32, why) for _ in range(n)]
 
     def lane_active(self, lane: int) -> Expr:
         ex = self.exec

@@ -4,7 +4,9 @@ Model files hold expressions such as ``"u32(batch_stride_q * elem)"`` or
 ``"seqlen_k % 64 == 0"``.  They are parsed with :func:`ast.parse` in ``eval`` mode and then
 *walked*; nothing is ever evaluated as Python.  Only integer constants, known names, ``+ - *
 / // % << >> &``, unary minus, comparisons, ``and``/``or``/``not`` and the functions ``u32``
-(the host's cast to a 32-bit unsigned integer), ``min``, ``max`` are accepted.  The result is
+(the host's cast to a 32-bit unsigned integer), ``min``, ``max`` and indexing of a declared
+int32 array (``seqstart_q[batch_id]``: ``names["seqstart_q[]"]`` holds the array symbol) are
+accepted.  The result is
 an IR expression (:mod:`addrsim.expr`) of width 64 (width 1 for conditions); ``/`` is exact
 integer division (the model must make it exact, e.g. with ``nhead_q % nhead_k == 0``).
 """
@@ -96,6 +98,14 @@ def _conv(node, names, text) -> Expr:
         for v in vals[1:]:
             out = X.band(out, v) if isinstance(node.op, ast.And) else X.bor(out, v)
         return out
+    if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
+        arr = names.get(node.value.id + "[]")
+        if arr is None:
+            raise ModelExprError(f"{node.value.id!r} is not an array in {text!r}")
+        idx = _conv(node.slice, names, text)
+        if idx.width != W:
+            raise ModelExprError(f"array index is a condition in {text!r}")
+        return X.zext(X.select(arr, X.mul(idx, Const(4, W))), W)
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         fn = node.func.id
         args = [_conv(a, names, text) for a in node.args]

@@ -24,7 +24,7 @@ from .codeobj import Kernel
 from .errors import InputError
 from .expr import Const, Expr, Sym
 
-SHAPE_VARS = ("batch", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k", "hdim_q", "hdim_v")
+SHAPE_VARS = ("batch", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k", "hdim_q", "hdim_v", "total_q", "total_k")
 TENSORS = ("q", "k", "v", "do", "dq", "dk", "dv")
 BUILTIN_DIR = Path(__file__).resolve().parent.parent / "models"
 if not BUILTIN_DIR.is_dir():  # installed without the source tree
@@ -42,6 +42,7 @@ class ModelSet:
     contracts: List[dict] = field(default_factory=list)
     families: List[dict] = field(default_factory=list)
     layouts: Dict[str, dict] = field(default_factory=dict)
+    arrays: Dict[str, dict] = field(default_factory=dict)
     files: List[str] = field(default_factory=list)
 
 
@@ -68,7 +69,7 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
         if doc is None:
             continue
         _need(isinstance(doc, dict), f, "top level must be a mapping")
-        known = {"shape", "grid", "derived", "buffers", "contracts", "families", "layouts"}
+        known = {"shape", "grid", "derived", "buffers", "contracts", "families", "layouts", "arrays"}
         bad = set(doc) - known
         _need(not bad, f, f"unknown section(s) {sorted(bad)}")
         for k, v in (doc.get("shape") or {}).items():
@@ -99,6 +100,10 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
             except re.error as e:
                 raise InputError(f, f"malformed model file: family {fam.get('name')}: bad regex ({e})") from None
             ms.families.insert(0, fam)
+        for k, v in (doc.get("arrays") or {}).items():
+            _need(isinstance(v, dict) and all(isinstance(v.get(x), (str, int)) for x in ("first", "last", "count")),
+                  f, f"arrays.{k} needs first, last and count")
+            ms.arrays[k] = v
         for name, lay in (doc.get("layouts") or {}).items():
             _need(isinstance(lay, dict), f, f"layouts.{name} must be a mapping")
             ms.layouts[name] = lay
@@ -106,8 +111,10 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
     return ms
 
 
-def layout_strides(ms: ModelSet, name: str, path="<layouts>") -> Dict[str, Dict[str, str]]:
-    """Element-stride expressions of layout ``name``, with ``extends`` resolved."""
+def layout_strides(ms: ModelSet, name: str, path="<layouts>", mode: str = "batch") -> Dict[str, Dict[str, str]]:
+    """Element-stride expressions of layout ``name`` with ``extends`` resolved: tensor ->
+    {"batch"|"head"|"seq": expression}.  In group mode the layout's ``group`` section is used
+    (packed [total, ...] tensors, no batch stride)."""
     seen = []
     out: Dict[str, Dict[str, str]] = {}
     cur = name
@@ -122,8 +129,11 @@ def layout_strides(ms: ModelSet, name: str, path="<layouts>") -> Dict[str, Dict[
         chain.append(lay)
         cur = lay.get("extends")
     for lay in reversed(chain):
-        for t, v in lay.items():
-            if t == "extends":
+        src = lay.get("group") or {} if mode == "group" else lay
+        if not isinstance(src, dict):
+            raise InputError(path, f"layout {name}: group must map tensors to strides")
+        for t, v in src.items():
+            if t in ("extends", "group"):
                 continue
             if not isinstance(v, dict):
                 raise InputError(path, f"layout {name}: {t} must map batch/head/seq to expressions")
@@ -153,6 +163,9 @@ class Problem:
     lane: Sym
     names: Dict[str, Expr]
     notes: List[str]
+    mode: str = "batch"
+    arrays: Dict[str, Sym] = field(default_factory=dict)        # pointer argument -> array symbol
+    array_specs: Dict[str, Dict[str, Expr]] = field(default_factory=dict)  # array -> first/last/step_max/count
 
 
 def grid_symbols(ms: ModelSet) -> Dict[str, Sym]:
@@ -181,25 +194,26 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     src = ms.files[-1] if ms.files else "<models>"
     shape = {v: Sym(v, 64, "shape") for v in SHAPE_VARS}
     bounds = {v: ms.shape.get(v, (1, 1 << 20)) for v in SHAPE_VARS}
-    bounds.update(bound_overrides or {})
     grid = grid_symbols(ms)
     fam = choose_family(ms, kernel)
     con = choose_contract(ms, kernel)
+    mode = str((fam or {}).get("mode", "batch"))
     notes = []
     names: Dict[str, Expr] = dict(shape)
-    captures = {}
+    captures: Dict[str, int] = {}
+    masked = False
     if fam:
         m = re.search(fam["match"], kernel.symbol)
-        captures = {k: int(v) for k, v in m.groupdict().items() if v and v.isdigit()}
+        for k, v in m.groupdict().items():
+            if v and v.isdigit():
+                captures[k] = int(v)
+            elif k in ("mask", "causal") and v:
+                masked = True
     else:
         notes.append("no kernel family in the models matches this kernel: shape preconditions unknown")
-    consts = dict(captures)
-    consts.update({k: v for k, v in ((fam or {}).get("params") or {}).items() if isinstance(v, int)})
-    consts.setdefault("elem", 2)
-    consts.setdefault("ts_kv", 1)
-    consts.setdefault("ts_qo", 1)
-    for k, v in consts.items():
+    for k, v in captures.items():
         names[k] = Const(v, 64)
+    fname = (fam or {}).get("name")
 
     def P(text, what):
         try:
@@ -207,40 +221,67 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         except modelexpr.ModelExprError as e:
             raise InputError(src, f"malformed model file: {what}: {e}") from None
 
+    def const_of(text, what) -> int:
+        e = P(str(text), what)
+        if not isinstance(e, Const):
+            raise InputError(src, f"malformed model file: {what} is not a constant")
+        return e.value
+
+    consts = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0}
+    for k, v in ((fam or {}).get("params") or {}).items():
+        consts[k] = const_of(v, f"family {fname} params.{k}")
+    for k, v in consts.items():
+        names[k] = Const(v, 64)
+
     fixed: Dict[str, int] = {}
     for k, v in ((fam or {}).get("fixed") or {}).items():
-        e = P(str(v), f"family {fam.get('name')} fixed.{k}")
-        if not isinstance(e, Const):
-            raise InputError(src, f"malformed model file: family {fam.get('name')} fixed.{k} is not a constant")
-        fixed[k] = e.value
+        fixed[k] = const_of(v, f"family {fname} fixed.{k}")
     for k, v in ((fam or {}).get("bounds") or {}).items():
-        lo = P(str(v.get("min", bounds[k][0])), f"family bounds.{k}")
-        hi = P(str(v.get("max", bounds[k][1])), f"family bounds.{k}")
-        bounds[k] = (max(bounds[k][0], lo.value), min(bounds[k][1], hi.value))
+        if k not in bounds:
+            raise InputError(src, f"malformed model file: family {fname} bounds.{k}: unknown shape variable")
+        lo = const_of(v.get("min", bounds[k][0]), f"family {fname} bounds.{k}.min")
+        hi = const_of(v.get("max", bounds[k][1]), f"family {fname} bounds.{k}.max")
+        bounds[k] = (max(bounds[k][0], lo), min(bounds[k][1], hi))
     for k, v in fixed.items():
         bounds[k] = (v, v)
         names[k] = Const(v, 64)
+    for k, v in (bound_overrides or {}).items():
+        if k in fixed:
+            continue
+        bounds[k] = v
+
+    # arrays (group mode sequence starts)
+    arrays: Dict[str, Sym] = {}
+    for a in ms.arrays:
+        arrays[a] = Sym(a, 48, "array")
+        names[a + "[]"] = arrays[a]
 
     # layout strides (elements)
-    lay = layout_strides(ms, layout, src)
+    lay = layout_strides(ms, layout, src, mode)
     for t in TENSORS:
         st = lay.get(t, {})
         for key, prefix in (("batch", "batch_stride_"), ("head", "nhead_stride_"), ("seq", "stride_")):
             if key in st:
                 names[prefix + t] = P(str(st[key]), f"layout {layout} {t}.{key}")
+            elif mode == "group" and key == "batch":
+                names[prefix + t] = Const(0, 64)
     lse = lay.get("lse", {})
     if "batch" in lse:
         names["batch_stride_lsed"] = P(str(lse["batch"]), f"layout {layout} lse.batch")
     if "head" in lse:
         names["nhead_stride_lsed"] = P(str(lse["head"]), f"layout {layout} lse.head")
+    for ax, s_ in grid.items():
+        names[s_.name] = X.zext(s_, 64)
     for k, v in ms.derived.items():
-        names[k] = P(v, f"derived.{k}")
-    for ax, s in grid.items():
-        names[s.name] = X.zext(s, 64)
+        try:
+            names[k] = modelexpr.parse(v, names)
+        except modelexpr.ModelExprError:
+            pass   # a derived name that needs a stride this layout does not define
 
-    # kernel arguments
+    # kernel arguments: the contract, with the family's overrides
     kernargs: Dict[str, Expr] = {}
-    cargs = (con or {}).get("args") or {}
+    cargs = dict((con or {}).get("args") or {})
+    cargs.update((fam or {}).get("args") or {})
     if con is None:
         notes.append("no argument contract matches this kernel's argument names: arguments are free")
     for a in kernel.args:
@@ -250,34 +291,56 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         if a.value_kind in ("global_buffer", "dynamic_shared_pointer") or (a.size == 8 and a.name in _pointer_names(ms)):
             kernargs[a.name] = X.zext(Sym(a.name, 48, "ptr"), 64) if w == 64 else Sym(a.name, w, "ptr")
         elif a.name in cargs:
-            e = P(str(cargs[a.name]), f"contract {con.get('name')} args.{a.name}")
+            e = P(str(cargs[a.name]), f"contract {con.get('name') if con else '?'} args.{a.name}")
             kernargs[a.name] = X.extract(e, w - 1, 0) if w <= 64 else X.zext(e, w)
         else:
             kernargs[a.name] = Sym(a.name, w, "arg")
+    array_args: Dict[str, Sym] = {}
+    for ptr, arr in ((con or {}).get("arrays") or {}).items():
+        if arr not in arrays:
+            raise InputError(src, f"malformed model file: contract {con.get('name')} arrays.{ptr}: unknown array {arr!r}")
+        array_args[ptr] = arrays[arr]
+    array_specs: Dict[str, Dict[str, Expr]] = {}
+    if mode == "group":
+        for a, spec in ms.arrays.items():
+            array_specs[a] = {k: P(str(spec[k]), f"arrays.{a}.{k}") for k in ("first", "last", "count", "step_max")
+                              if k in spec}
 
     # domain
     dom: List[Expr] = []
     for v in SHAPE_VARS:
         lo, hi = bounds[v]
         dom += [X.ule(Const(lo, 64), shape[v]), X.ule(shape[v], Const(hi, 64))]
-    for ax, s in grid.items():
+    gcount = dict((fam or {}).get("grid") or {})
+    for ax, s_ in grid.items():
         spec = ms.grid.get(ax)
         if spec:
-            cnt = P(spec["count"], f"grid.{ax}.count")
-            dom.append(X.ult(X.zext(s, 64), cnt))
+            cnt = P(str(gcount.get(ax, spec["count"])), f"grid.{ax}.count")
+            if ax == "x" and masked and (fam or {}).get("grid_masked"):
+                cnt = X.udiv(X.add(cnt, Const(1, 64)), Const(2, 64))   # G2:415-419: masked launches halve gdx
+            dom.append(X.ult(X.zext(s_, 64), cnt))
         else:
-            dom.append(X.eq(s, Const(0, 32)))
+            dom.append(X.eq(s_, Const(0, 32)))
+    if mode == "group":
+        dom += [X.ule(shape["seqlen_q"], shape["total_q"]), X.ule(shape["seqlen_k"], shape["total_k"])]
     for pre in ((fam or {}).get("preconditions") or []):
-        dom.append(P(str(pre), f"family {fam.get('name')} precondition"))
+        dom.append(P(str(pre), f"family {fname} precondition"))
     wg = kernel.reqd_workgroup_size or (256, 1, 1)
     dom.append(X.ult(lane, Const(wg[0], 32)))
 
     expected, etext = {}, {}
+    fbuf = (fam or {}).get("buffers") or {}
     for b, spec in ms.buffers.items():
-        expected[b] = P(spec["expected"], f"buffers.{b}.expected")
-        etext[b] = spec["expected"]
-    return Problem(layout, (con or {}).get("name"), (fam or {}).get("name"), shape, fixed, bounds, kernargs, dom,
-                   expected, etext, grid, lane, names, notes)
+        text = (fbuf.get(b) or {}).get("expected", spec["expected"])
+        try:
+            expected[b] = modelexpr.parse(text, names)
+        except modelexpr.ModelExprError as e:
+            if "unknown name" in str(e):
+                continue   # this layout has no strides for the buffer's tensor
+            raise InputError(src, f"malformed model file: buffers.{b}.expected: {e}") from None
+        etext[b] = text
+    return Problem(layout, (con or {}).get("name"), fname, shape, fixed, bounds, kernargs, dom,
+                   expected, etext, grid, lane, names, notes, mode, array_args, array_specs)
 
 
 def _pointer_names(ms: ModelSet) -> set:

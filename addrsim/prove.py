@@ -31,6 +31,7 @@ from .expr import Const, Expr, Sym
 from .machine import Access, ConcreteLanes, SymbolicLane, Unsupported
 from .models import SHAPE_VARS, ModelSet, Problem, build_problem, buffer_pointer, grid_symbols
 from .idioms import exact_divisions
+from .probe import probe
 from .smt import IntEncoder, holds_bv, to_bv
 
 PTR_LIMIT = 1 << 47          # allocations lie below 2**47 (user-mode canonical addresses)
@@ -47,6 +48,7 @@ class Counterexample:
     expected: int
     lane: int
     access: int
+    minimal: bool = True
 
 
 @dataclass
@@ -112,11 +114,14 @@ def concrete_machine(kernel: Kernel, arch: str, ms: ModelSet, argvals: Dict[str,
 
 
 def leaves(e: Expr, limit: int = 4) -> List[Tuple[List[Tuple[Expr, int]], Dict[int, Expr]]]:
-    """Case split of ``e`` on the conditions of its ``ite`` nodes: a list of (assignment,
-    replacement map) pairs, at most 2**limit of them."""
+    """Case split of ``e`` on the conditions of its ``ite`` nodes that choose between
+    different pointer arguments: a list of (assignment, replacement map) pairs, at most
+    2**limit of them."""
     conds, seen = [], set()
     for n in X.walk(e):
-        if isinstance(n, X.Op) and n.op == "ite" and id(n.args[0]) not in seen:
+        if isinstance(n, X.Op) and n.op == "ite" and id(n.args[0]) not in seen \
+                and pointers_in(n.args[1]) != pointers_in(n.args[2]):
+            # only selects between buffers matter (a V# chosen among pointer arguments)
             seen.add(id(n.args[0]))
             conds.append(n.args[0])
     conds = conds[:limit]
@@ -184,7 +189,14 @@ def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
 
 
 def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: ModelSet, buffer: str, layout: str,
-          bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: int = 10000) -> Check:
+          bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: int = 10000, cache: Optional[dict] = None,
+          min_budget_s: float = None, check_budget_s: float = None) -> Check:
+    """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
+
+    ``cache`` (optional, shared across calls) maps a structural hash of each query to its
+    decision, so identical address computations in sibling kernels are decided once;
+    ``min_budget_s`` bounds counterexample minimisation (default MIN_BUDGET_S) and
+    ``check_budget_s`` the whole check (default CHECK_BUDGET_S; past it: "unknown")."""
     t0 = time.time()
     res = Check(buffer, layout, "unknown")
     ptr = buffer_pointer(ms, kernel, buffer)
@@ -201,8 +213,13 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
 
     if bad_ends:
         return done("unsupported", "; ".join(sorted({e.detail for e in bad_ends}))[:500])
-    if back_ends:
-        return done("unsupported", f"a path reaches a loop back edge before any {ptr} access: {back_ends[0].detail}")
+    # a path that loops back before touching the buffer is covered by the loop's exit (explored
+    # with what the body writes forgotten) unless the buffer is accessed inside that loop,
+    # where iterations after the first could touch it first
+    in_loop = [e for e in back_ends if e.loop and any(e.loop[0] <= t.access.instr.addr <= e.loop[1] for t in tg)]
+    if in_loop:
+        return done("unsupported", f"{ptr} is first accessed inside the loop {in_loop[0].loop[0]:#x}-"
+                                   f"{in_loop[0].loop[1]:#x} on a path whose first iteration skips it")
     if not tg:
         return done("unsupported", f"no buffer access whose V# base is the {ptr} argument was found")
     res.accesses = sorted({t.access.instr.addr for t in tg})
@@ -220,26 +237,52 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     grid = prob.grid
     bid, hid = grid["z"].name, grid["y"].name
     zero_ids = {bid: Const(0, 32), hid: Const(0, 32)}
+    if buffer not in prob.expected:
+        return done("unsupported", f"layout {layout} defines no strides for the tensor of buffer {buffer}")
     expected = prob.expected[buffer]
     env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == 'ptr' for s in X.symbols(v).values())}
+    env.update(prob.arrays)      # pointer arguments that hold a sequence-start array
+    undeclared = sorted({n.args[0].name for t in tg for n in X.walk(t.address)
+                         if isinstance(n, X.Op) and n.op == "sel" and n.args[0].name not in prob.arrays})
+    if undeclared:
+        return done("unsupported", "address depends on memory the models do not describe: loads from "
+                    + ", ".join(undeclared))
     res.extracted, res.difference = formulas(tg[0].address, zero_ids, prob, buffer)
     ranges = _ranges(prob)
+    seen_keys = set()
+    budget_s = CHECK_BUDGET_S if check_budget_s is None else check_budget_s
+    deadline = t0 + budget_s
     # one query per access target (each must hold)
     for t in tg:
         a = X.substitute(t.address, env)
         a00 = X.substitute(a, zero_ids)
         claim = X.eq(a, X.add(a00, expected))
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
-        verdict, model, why, q = solve(conds, claim, ranges, timeout_ms)
+        conds += array_facts(conds + [claim, expected], prob)
+        hm: dict = {}
+        key = (X.shash(claim, hm),) + tuple(sorted(X.shash(c, hm) for c in conds))
+        if key in seen_keys:
+            continue
+        seen_keys.add(key)
+        hit = cache.get(key) if cache is not None else None
+        if hit is None:
+            left_ms = int((deadline - time.time()) * 1000)
+            if left_ms < 200:
+                return done("unknown", f"check budget of {budget_s:g} s spent before every access was decided "
+                                       f"({len(seen_keys) - 1} of {len(tg)} queries done)")
+            hit = _decide(conds, claim, ranges, min(timeout_ms, left_ms), prob, min_budget_s)
+            if cache is not None:
+                cache[key] = hit
+        verdict, model, why, minimal = hit
         if verdict == "proved":
             continue
         if verdict == "unknown":
             return done("unknown", why)
-        model = minimize(q, model, prob)
         cex = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, buffer)
         if isinstance(cex, str):
             return done("unknown", cex)
         res.counterexample = cex
+        cex.minimal = minimal
         why = f"access at {t.access.instr.addr:#x} ({t.access.instr.text})"
         if res.difference == "0":
             why += ("; the integer formula is right for this layout, the failure is 32-bit wraparound "
@@ -277,6 +320,68 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
     uniq = {(p.dividend, p.divisor): p for p in proofs}
     cache[key] = (out, list(uniq.values()), left)
     return cache[key]
+
+
+def _decide(conds, claim, ranges, timeout_ms, prob, min_budget_s):
+    """(verdict, model, reason, minimal): a concrete probe first, then the solver; a
+    counterexample is minimised within the budget."""
+    grid = prob.grid
+    names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
+    order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
+    budget = MIN_BUDGET_S if min_budget_s is None else min_budget_s
+    model = probe(conds, claim, ranges, order, names)
+    if model is not None:
+        if budget <= 0:
+            return "refuted", model, None, False
+        q = Query(conds, claim, ranges, timeout_ms)
+        model, minimal = minimize(q, model, prob, budget)
+        return "refuted", model, None, minimal
+    verdict, model, why, q = solve(conds, claim, ranges, timeout_ms)
+    if verdict != "refuted":
+        return verdict, None, why, True
+    model, minimal = minimize(q, model, prob, budget)
+    return "refuted", model, None, minimal
+
+
+def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
+    """What the models say about the sequence-start arrays read in ``exprs``: for every pair
+    of reads of one array, a smaller offset reads a value no larger (non-decreasing), reads
+    4 bytes apart differ by at most ``step_max``, the first entry is ``first`` and entry
+    ``count - 1`` is ``last`` (1-bit IR constraints)."""
+    reads: Dict[str, List[Expr]] = {}
+    for e in exprs:
+        for n in X.walk(e):
+            if isinstance(n, X.Op) and n.op == "sel" and n.args[0].kind == "array":
+                reads.setdefault(n.args[0].name, []).append(n)
+    out: List[Expr] = []
+    for name, nodes in reads.items():
+        spec = prob.array_specs.get(name)
+        arr = nodes[0].args[0]
+        extra = []
+        if spec:
+            if "first" in spec:
+                extra.append((X.select(arr, Const(0, 64)), spec["first"]))
+            if "last" in spec and "count" in spec:
+                last_off = X.mul(X.sub(spec["count"], Const(1, 64)), Const(4, 64))
+                extra.append((X.select(arr, last_off), spec["last"]))
+        for n, v in extra:
+            out.append(X.eq(X.zext(n, 64), v))
+        uniq, seen = [], set()
+        for n in nodes + [n for n, _ in extra]:
+            k = repr(n.args[1])
+            if k not in seen:
+                seen.add(k)
+                uniq.append(n)
+        step = (spec or {}).get("step_max")
+        for i, a in enumerate(uniq):
+            for b in uniq[i + 1:]:
+                oa, ob = a.args[1], b.args[1]
+                va, vb = X.zext(a, 64), X.zext(b, 64)
+                out.append(X.bor(X.band(X.ule(oa, ob), X.ule(va, vb)), X.band(X.ult(ob, oa), X.ule(vb, va))))
+                if step is not None:
+                    for (lo, hi, vl, vh) in ((oa, ob, va, vb), (ob, oa, vb, va)):
+                        out.append(X.bor(X.bnot(X.eq(hi, X.add(lo, Const(4, 64)))), X.ule(X.sub(vh, vl), step)))
+    return out
 
 
 def _ranges(prob: Problem) -> Dict[str, Tuple[int, int]]:
@@ -317,7 +422,21 @@ class Query:
         self.si.add(*self.enc.side)
         self.sb = None
         self.bvars = None
+        self.bmemo = None
         self.use_bv = False
+        self.sels = [n for e in conds + [claim] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
+
+    def _arrays(self, mdl_eval, term_of) -> Dict[str, Dict[int, int]]:
+        """Array contents a solver model assigns: name + "[]" -> {byte offset: value}."""
+        out: Dict[str, Dict[int, int]] = {}
+        for n in self.sels:
+            try:
+                off = mdl_eval(term_of(n.args[1])).as_long()
+                val = mdl_eval(term_of(n)).as_long()
+            except Exception:
+                continue
+            out.setdefault(n.args[0].name + "[]", {})[off & X.mask(64)] = val & X.mask(32)
+        return out
 
     def _bv(self):
         if self.sb is None:
@@ -332,12 +451,16 @@ class Query:
                     lo, hi = self.ranges[name]
                     n = v.size()
                     s.add(z3.ULE(z3.BitVecVal(lo, n), v), z3.ULE(v, z3.BitVecVal(min(hi, (1 << n) - 1), n)))
-            self.sb, self.bvars = s, vs
+            self.sb, self.bvars, self.bmemo = s, vs, memo
         return self.sb
 
-    def solve(self, bounds: Dict[str, Tuple[int, int]] = None):
+    def solve(self, bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: Optional[int] = None):
         """("proved", None, None) | ("refuted", model, None) | ("unknown", None, why)."""
         bounds = bounds or {}
+        tmo = timeout_ms or self.timeout_ms
+        self.si.set("timeout", tmo)
+        if self.sb is not None:
+            self.sb.set("timeout", tmo)
         if not self.use_bv:
             s = self.si
             s.push()
@@ -348,7 +471,10 @@ class Query:
             r = s.check()
             mdl = None
             if r == z3.sat:
-                mdl = {k: s.model().eval(v, model_completion=True).as_long() for k, v in self.enc.vars.items()}
+                zm = s.model()
+                mdl = {k: zm.eval(v, model_completion=True).as_long() for k, v in self.enc.vars.items()}
+                mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True),
+                                        lambda n: self.enc.memo[id(n)][0]))
             s.pop()
             if r == z3.unsat:
                 return "proved", None, None
@@ -356,6 +482,7 @@ class Query:
                 return "refuted", mdl, None
             self.use_bv = True   # integer side inconclusive or abstracted: bit-vectors from now on
         s = self._bv()
+        s.set("timeout", tmo)
         s.push()
         for k, (lo, hi) in bounds.items():
             v = self.bvars.get(k)
@@ -365,7 +492,9 @@ class Query:
         r = s.check()
         mdl = None
         if r == z3.sat:
-            mdl = {k: s.model().eval(v, model_completion=True).as_long() for k, v in self.bvars.items()}
+            zm = s.model()
+            mdl = {k: zm.eval(v, model_completion=True).as_long() for k, v in self.bvars.items()}
+            mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True), lambda n: self.bmemo[id(n)]))
         why = s.reason_unknown() if r == z3.unknown else ""
         s.pop()
         if r == z3.unsat:
@@ -374,7 +503,7 @@ class Query:
             if _violates(self.conds, self.claim, mdl):
                 return "refuted", mdl, None
             return "unknown", None, "solver model does not violate the claim when evaluated (engine bug)"
-        return "unknown", None, f"solver gave up ({why}) after {self.timeout_ms} ms"
+        return "unknown", None, f"solver gave up ({why}) after {tmo} ms"
 
 
 def solve(conds: List[Expr], claim: Expr, ranges, timeout_ms: int):
@@ -392,23 +521,35 @@ def _violates(conds, claim, mdl) -> bool:
 
 
 def _env(exprs, mdl):
-    env = {}
+    env = {k: v for k, v in mdl.items() if k.endswith("[]")}
     for e in exprs:
         for s in X.symbols(e).values():
-            env[s.name] = mdl.get(s.name, 0)
+            env.setdefault(s.name, mdl.get(s.name, 0))
     return env
 
 
-ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_v")
+ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_v", "total_q", "total_k")
 
 
-def minimize(q: Query, model, prob: Problem):
+CHECK_BUDGET_S = 60.0    # wall-clock budget of one check (all its queries), then "unknown"
+MIN_BUDGET_S = 4.0       # wall-clock budget of counterexample minimisation per check
+MIN_ATTEMPT_MS = 800     # solver timeout of one minimisation attempt
+
+
+def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
     """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
     lane) counterexample: exponential then binary search on each variable in turn, the
-    earlier ones fixed."""
+    earlier ones fixed.  Variables the claim does not mention (group-mode totals in batch
+    mode) are skipped.  Returns (model, minimal): ``minimal`` is False when the budget ran
+    out or an attempt timed out, and the model is then the smallest found so far (still a
+    counterexample: every model returned by the solver is checked by evaluation)."""
     grid = prob.grid
-    order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
+    claim_syms = set(X.symbols(q.claim))
+    order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
+    order += [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     fixed: Dict[str, Tuple[int, int]] = {}
+    deadline = time.time() + budget_s
+    minimal = True
     for var in order:
         if var not in model:
             continue
@@ -417,13 +558,19 @@ def minimize(q: Query, model, prob: Problem):
         hi = model[var]
 
         def attempt(ub):
+            nonlocal minimal
+            if time.time() > deadline:
+                minimal = False
+                return None
             b = dict(fixed)
             b[var] = (lo, ub)
-            v, m, _ = q.solve(b)
+            v, m, _ = q.solve(b, MIN_ATTEMPT_MS)
+            if v == "unknown":
+                minimal = False
             return m if v == "refuted" else None
 
         step, cand = 1, lo
-        while cand < hi:                  # exponential search upwards from the lower bound
+        while cand < hi and time.time() <= deadline:      # exponential search upwards
             m = attempt(cand)
             if m is not None:
                 best, hi = m, m[var]
@@ -431,16 +578,18 @@ def minimize(q: Query, model, prob: Problem):
             cand = min(hi, lo + step)
             step *= 2
         a = cand - step // 2 if cand > lo else lo
-        while a < hi:                     # bisection between the last failure and the success
+        while a < hi and time.time() <= deadline:         # bisection
             mid = (a + hi) // 2
             m = attempt(mid)
             if m is not None:
                 best, hi = m, m[var]
             else:
                 a = mid + 1
+        if time.time() > deadline:
+            minimal = False
         model = best
         fixed[var] = (model[var], model[var])
-    return model
+    return model, minimal
 
 
 def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expected, buffer):
@@ -462,6 +611,12 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         if a_.value_kind == "global_buffer":
             ptrs[a_.name] = (0x100000000000 * (i + 1)) & (PTR_LIMIT - 1)
             argvals[a_.name] = ptrs[a_.name]
+    memory: Dict[int, int] = {}
+    for arg, arr in prob.arrays.items():
+        if arg in ptrs:
+            for off, val in (model.get(arr.name + "[]") or {}).items():
+                memory[(ptrs[arg] + off) & X.mask(64)] = val
+    env.update({k: v for k, v in model.items() if k.endswith("[]")})
     lane = model.get(LANE, 0)
     ids = {s.name: env[s.name] for s in grid.values()}
     ids00 = dict(ids, **{grid["z"].name: 0, grid["y"].name: 0})
@@ -469,6 +624,7 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
     for idset in (ids, ids00):
         try:
             m = concrete_machine(kernel, arch, ms, argvals, idset, lane // 64)
+            m.memory = memory
             accs = run_concrete(code, m, t.access.instr.addr)
         except Unsupported as e:
             return f"counterexample could not be replayed concretely: {e}"
@@ -484,6 +640,8 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         return (f"solver counterexample did not replay: concrete offset {got} equals expected "
                 f"at {shape} (engine bug)")
     shown = {k: v for k, v in argvals.items() if k not in ptrs}
+    if prob.mode != "group":
+        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
     return Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
                                   grid["x"].name: ids[grid["x"].name]}, shown, got, exp, lane,
                           t.access.instr.addr)
@@ -492,16 +650,21 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
 # ----------------------------------------------------------------------------- formulas
 
 def formulas(address: Expr, zero_ids, prob: Problem, buffer: str) -> Tuple[str, str]:
-    """(extracted offset in kernel-argument terms, simplified extracted - expected in shape
-    terms), both as sympy text; integer readings (32-bit wraparound not shown)."""
+    """(extracted offset in kernel-argument terms, expanded extracted - expected in shape
+    terms), both as sympy text; integer readings (32-bit wraparound not shown).  Expressions
+    with more than FORMULA_NODES nodes are not expanded (display only, never a verdict)."""
     import sympy
     from .symbolic_text import to_sympy
     try:
-        off = to_sympy(address) - to_sympy(X.substitute(address, zero_ids))
-        off = sympy.simplify(off)
+        if sum(1 for _ in X.walk(address)) > FORMULA_NODES:
+            return "<offset expression too large to display>", ""
+        off = sympy.expand(to_sympy(address) - to_sympy(X.substitute(address, zero_ids)))
         full = X.substitute(address, {k: v for k, v in prob.kernargs.items() if v.width != 64 or k not in X.symbols(v)})
         full_off = to_sympy(full) - to_sympy(X.substitute(full, zero_ids))
-        diff = sympy.simplify(full_off - to_sympy(prob.expected[buffer]))
+        diff = sympy.expand(full_off - to_sympy(prob.expected[buffer]))
         return str(off), str(diff)
     except Exception as e:  # formula display must never hide a verdict
         return f"<formula not shown: {type(e).__name__}>", ""
+
+
+FORMULA_NODES = 400

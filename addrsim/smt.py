@@ -73,6 +73,9 @@ def to_bv(e: Expr, memo: Dict[int, z3.ExprRef] = None, vars_: Dict[str, z3.ExprR
             elif op == "sle": r = b(a[0] <= a[1])
             elif op == "udiv": r = z3.UDiv(a[0], a[1])
             elif op == "urem": r = z3.URem(a[0], a[1])
+            elif op == "sel":
+                f = z3.Function("sel_" + n.args[0].name, z3.BitVecSort(64), z3.BitVecSort(32))
+                r = f(a[1])
             elif op in X.FLOAT_OPS:
                 # binary32 operators are uninterpreted functions: sound (no property of the
                 # rounding is assumed); addrsim.idioms proves the idioms that need more
@@ -103,6 +106,7 @@ class IntEncoder:
         self.side = []
         self.abstracted = []
         self.memo: Dict[int, Tuple[z3.ArithRef, int, int]] = {}
+        self.arrays: Dict[str, z3.FuncDeclRef] = {}
         self._fresh = 0
 
     def var(self, name: str, width: int):
@@ -153,6 +157,16 @@ class IntEncoder:
 
     def _op(self, n: Op, w: int):
         op = n.op
+        if op == "sel":
+            # an int32 array element read by the kernel: an uninterpreted function of the byte
+            # offset, non-negative (sequence starts; AV:266-269 checks the int32 dtype)
+            off = self._go(n.args[1])[0]
+            f = self.arrays.get(n.args[0].name)
+            if f is None:
+                f = self.arrays[n.args[0].name] = z3.Function("sel_" + n.args[0].name, z3.IntSort(), z3.IntSort())
+            t = f(off)
+            self.side += [t >= 0, t < (1 << 31)]
+            return t, 0, (1 << 31) - 1
         A = [self._go(a) for a in n.args] if op != "ite" else None
         if op == "add":
             (a, al, ah), (b, bl, bh) = A

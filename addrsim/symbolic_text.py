@@ -36,6 +36,10 @@ def to_sympy(e: Expr, memo=None):
             r = sympy.Mod(a[0], e.args[1].value + 1)
         elif op == "udiv": r = sympy.floor(a[0] / a[1])
         elif op == "urem": r = sympy.Mod(a[0], a[1])
+        elif op == "ite" and isinstance(e.args[2], X.Op) and e.args[2].op == "udiv" \
+                and isinstance(e.args[0], X.Op) and e.args[0].op == "eq" and isinstance(e.args[0].args[1], Const) \
+                and e.args[0].args[1].value == 0:
+            r = to_sympy(e.args[2], memo)   # a proved division guarded against a zero divisor
         elif op == "ite":
             c = to_sympy(e.args[0], memo)
             r = sympy.Piecewise((to_sympy(e.args[1], memo), sympy.Eq(c, 1)), (to_sympy(e.args[2], memo), True))

@@ -49,7 +49,7 @@ def test_metadata_without_lse(tmp_path, real_kernel):
     data[i + 1:i + 4] = b"Lxx"
     f = tmp_path / "nolse.co"
     f.write_bytes(bytes(data))
-    assert_bad(run("verify", f), f, ["no argument for buffer 'lse'"])
+    assert_bad(run("verify", f, "--buffer", "lse"), f, ["no argument for buffer 'lse'"])
 
 
 def test_unknown_layout(real_kernel):

@@ -28,7 +28,7 @@ def verdicts(rep):
 def test_abi_fix_proved_for_every_layout(tmp_path):
     """Pattern A: batch_id*nhead_q*Hs_lsed + head_id*Hs_lsed in 64 bits: proved everywhere,
     with the default bounds (batch <= 4096, nhead <= 256, seqlen <= 2^20)."""
-    rep = verify(build("lsed_abi_fix", tmp_path), model_files=[MODEL])
+    rep = verify(build("lsed_abi_fix", tmp_path), buffers=["lse", "d"], model_files=[MODEL])
     v = verdicts(rep)
     assert len(v) == 6
     assert all(c["verdict"] == "proved" for c in v.values()), v

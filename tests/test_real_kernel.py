@@ -20,7 +20,7 @@ from addrsim.api import verify
 
 @pytest.fixture(scope="module")
 def report(real_kernel):
-    return verify(real_kernel)
+    return verify(real_kernel, buffers=["lse", "d"])
 
 
 def verdicts(report):
@@ -66,6 +66,7 @@ def test_cli_json_and_exit_code(real_kernel):
     assert doc["tool"] == "addrsim"
     chk = doc["kernels"][0]["checks"][0]
     assert set(chk) >= {"buffer", "layout", "verdict", "extracted", "expected", "reason", "counterexample", "time_s"}
-    p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(real_kernel), "--layout", "bhsd"],
+    p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(real_kernel), "--layout", "bhsd",
+                        "--buffer", "lse"],
                        capture_output=True, text=True)
     assert p.returncode == 1

@@ -1,0 +1,241 @@
+"""``addrsim scan``: every buffer of every kernel in a corpus of code objects, for every layout.
+
+Inputs are code-object files, directory trees (every ``*.co`` below them), aiter wheels
+(``*.whl``: the ``*.co`` members are extracted to a temporary directory) or, with
+``aiter=True``, the kernels of the aiter installed in this Python.  A code object whose
+kernels no kernel family of the models describes is listed as skipped, not checked: a
+verdict needs the host contract.
+
+Kernels are checked in worker processes (``jobs``); each worker keeps a cache of decided
+queries (:func:`addrsim.prove.check`), so sibling kernels that compute the same addresses
+(rounding variants, fp16/bf16) are decided once per worker.  Where a folder holds aiter's
+``fmha_bwd_dqdkdv.csv`` (columns dtype, hdim_q, hdim_v, mask, atomic32, pssk, pddv, mode,
+bf16_cvt, ts_qo, ts, knl_name, co_name), each kernel's report lists the runtime
+configurations the table routes to it.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+import zipfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from . import __version__
+from . import codeobj
+from .errors import InputError
+from .models import ModelSet, choose_family, load_models
+
+ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
+
+
+@dataclass
+class Corpus:
+    """Code objects to scan: ``files`` (paths), ``skipped`` (path, reason), ``routes``
+    (code-object basename -> list of configuration dicts from a routing table)."""
+
+    files: List[str] = field(default_factory=list)
+    skipped: List[Tuple[str, str]] = field(default_factory=list)
+    routes: Dict[str, List[dict]] = field(default_factory=dict)
+    tables: List[str] = field(default_factory=list)
+    tmpdir: Optional[tempfile.TemporaryDirectory] = None
+
+
+def installed_aiter_dirs() -> List[Path]:
+    """Directories of the aiter installed in this Python that may hold code objects
+    (``aiter`` and ``aiter_meta`` packages).  Raises InputError when aiter is not installed."""
+    import importlib.util
+    out = []
+    for name in ("aiter_meta", "aiter"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            out += [Path(p) for p in spec.submodule_search_locations]
+    if not out:
+        raise InputError("--aiter", "no aiter package is installed in this Python")
+    return out
+
+
+def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False) -> Corpus:
+    """Expand ``inputs`` into the code objects to scan.  Raises InputError for a missing
+    path or an unreadable wheel."""
+    c = Corpus()
+    paths: List[Path] = []
+    roots = [Path(p) for p in inputs] + (installed_aiter_dirs() if aiter else [])
+    for p in roots:
+        if not p.exists():
+            raise InputError(p, "no such file or directory")
+        if p.is_dir():
+            paths += sorted(p.rglob("*.co"))
+            c.tables += [str(t) for t in sorted(p.rglob(ROUTING_CSV))]
+        elif p.suffix == ".whl":
+            if c.tmpdir is None:
+                c.tmpdir = tempfile.TemporaryDirectory(prefix="addrsim-whl-")
+            dest = Path(c.tmpdir.name) / p.stem
+            try:
+                with zipfile.ZipFile(p) as z:
+                    for n in z.namelist():
+                        if n.endswith(".co") or n.endswith("/" + ROUTING_CSV):
+                            z.extract(n, dest)
+            except (zipfile.BadZipFile, OSError) as e:
+                raise InputError(p, f"cannot read the wheel ({e})") from None
+            paths += sorted(dest.rglob("*.co"))
+            c.tables += [str(t) for t in sorted(dest.rglob(ROUTING_CSV))]
+        else:
+            paths.append(p)
+    for p in paths:
+        try:
+            co = codeobj.load(p)
+        except InputError as e:
+            if len(roots) == 1 and roots[0] == p:
+                raise
+            c.skipped.append((str(p), e.msg))
+            continue
+        if not co.kernels or not all(choose_family(ms, k) for k in co.kernels):
+            c.skipped.append((str(p), "no kernel family in the models describes its kernels"))
+            continue
+        c.files.append(str(p))
+    for t in c.tables:
+        c.routes.update(read_routes(t))
+    return c
+
+
+def read_routes(path: str) -> Dict[str, List[dict]]:
+    """aiter's routing table: code-object basename -> configurations (column -> value,
+    without the name columns).  Raises InputError for a table without ``co_name``."""
+    out: Dict[str, List[dict]] = {}
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise InputError(path, f"cannot read the routing table ({e})") from None
+    if rows and "co_name" not in rows[0]:
+        raise InputError(path, "routing table has no co_name column")
+    arch = Path(path).parent.parent.name
+    for r in rows:
+        cfg = {k: v for k, v in r.items() if k not in ("knl_name", "co_name") and k is not None}
+        out.setdefault(f"{arch}/{r['co_name']}", []).append(cfg)
+        out.setdefault(r["co_name"], []).append(cfg)
+    return out
+
+
+# ----------------------------------------------------------------------------- workers
+
+_WORKER: dict = {}
+
+
+def _init_worker(model_files, bounds, timeout_ms, min_budget_s, check_budget_s=None):
+    from .models import load_models as _lm
+    _WORKER.update(ms=_lm(model_files), bounds=bounds, timeout_ms=timeout_ms, min_budget_s=min_budget_s,
+                   check_budget_s=check_budget_s, cache={})
+
+
+def _scan_one(path, buffers, layouts):
+    from .api import verify
+    w = _WORKER
+    try:
+        return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], timeout_ms=w["timeout_ms"],
+                      cache=w["cache"], min_budget_s=w["min_budget_s"], check_budget_s=w["check_budget_s"])
+    except InputError as e:
+        return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
+
+
+def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),
+         bounds=None, timeout_ms: int = 10000, jobs: int = 1, min_budget_s: float = 1.0,
+         progress: bool = False, check_budget_s: float = 10.0) -> List[dict]:
+    """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`); reports in the
+    order of ``corpus.files``, each kernel annotated with its routed configurations."""
+    reports: Dict[str, dict] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(corpus.files), unit="co", desc="addrsim scan", leave=False)
+    if jobs <= 1:
+        _init_worker(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s)
+        for f in corpus.files:
+            reports[f] = _scan_one(f, buffers, layouts)
+            if bar:
+                bar.update(1)
+    else:
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
+                                 initargs=(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s)) as ex:
+            futs = {ex.submit(_scan_one, f, buffers, layouts): f for f in corpus.files}
+            for fut in as_completed(futs):
+                reports[futs[fut]] = fut.result()
+                if bar:
+                    bar.update(1)
+    if bar:
+        bar.close()
+    out = []
+    for f in corpus.files:
+        r = reports[f]
+        arch = None
+        for k in r.get("kernels", []):
+            arch = k.get("arch")
+            key = f"{arch}/{Path(f).name}"
+            if corpus.tables:
+                k["routes"] = corpus.routes.get(key, corpus.routes.get(Path(f).name, []))
+        out.append(r)
+    return out
+
+
+# ----------------------------------------------------------------------------- summary
+
+MARK = {"proved": "ok", "counterexample": "CEX", "unknown": "?", "unsupported": "unsup"}
+
+
+def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
+    """The text summary: one line per kernel with its verdicts per buffer and layout,
+    then each counterexample with its minimal shape, then totals."""
+    lines = []
+    counts: Dict[str, int] = {}
+    cexs = []
+    for r in reports:
+        if r.get("error"):
+            lines.append(f"ERROR {r['error']}")
+            continue
+        for k in r["kernels"]:
+            by_buf: Dict[str, Dict[str, str]] = {}
+            for c in k["checks"]:
+                by_buf.setdefault(c["buffer"], {})[c["layout"]] = c["verdict"]
+                counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+                if c["verdict"] == "counterexample":
+                    cexs.append((k, c))
+            cells = []
+            for b, v in by_buf.items():
+                cells.append(f"{b}:" + "/".join(MARK.get(v.get(l, ""), "-") for l in layouts))
+            name = f"{k['arch']}/{Path(k['file']).name}"
+            lines.append(f"{name:60s} {' '.join(cells)}")
+    out = [f"verdicts per buffer, layouts {'/'.join(layouts)}  (ok proved, CEX counterexample, ? unknown, unsup unsupported)"]
+    out += lines
+    if cexs:
+        out.append("")
+        out.append("counterexamples (minimal shape unless marked):")
+        for k, c in cexs:
+            x = c["counterexample"]
+            shape = " ".join(f"{a}={b}" for a, b in x["shape"].items() if not a.startswith("total_"))
+            mark = "" if x.get("minimal", True) else " (not proven minimal)"
+            out.append(f"  {k['arch']}/{Path(k['file']).name} {c['buffer']}/{c['layout']}: {shape} "
+                       f"batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']}: extracted "
+                       f"{x['address']['extracted']}, expected {x['address']['expected']}{mark}")
+            if corpus.tables:
+                routes = k.get("routes") or []
+                if routes:
+                    cfgs = "; ".join(",".join(f"{a}={b}" for a, b in cfg.items()) for cfg in routes[:4])
+                    out.append(f"      routed from: {cfgs}")
+                else:
+                    out.append(f"      no configuration in {ROUTING_CSV} routes to this kernel")
+    if corpus.skipped:
+        out.append("")
+        out.append(f"skipped {len(corpus.skipped)} code object(s):")
+        for p, why in corpus.skipped[:20]:
+            out.append(f"  {p}: {why}")
+    out.append("")
+    out.append("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
+               f" over {sum(len(r['kernels']) for r in reports)} kernel(s)")
+    return "\n".join(out)
