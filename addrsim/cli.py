@@ -66,6 +66,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
     sc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sc.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
     args = p.parse_args(argv)
     if args.cmd == "scan":
         return _scan(args)
@@ -116,7 +117,7 @@ def _scan(args) -> int:
         if not corpus.files:
             raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
         reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
-                       args.min_budget, progress=not args.no_progress and sys.stderr.isatty(),
+                       args.min_budget, progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
                        check_budget_s=args.check_budget)
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")

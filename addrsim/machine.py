@@ -442,8 +442,16 @@ class Machine:
         ptrs = [s for s in X.symbols(base).values() if s.kind == "ptr" and s.name != "kernarg_ptr"]
         if len(ptrs) == 1:
             p = ptrs[0]
-            rest = X.sub(base, X.zext(p, 64))
-            if p.name not in X.symbols(rest):
+            zp = X.zext(p, 64)
+            hz = X.shash(zp)
+            rest = None
+            if X.shash(base) == hz:
+                rest = Const(0, 64)
+            elif isinstance(base, X.Op) and base.op == "add":
+                for a, b in ((base.args[0], base.args[1]), (base.args[1], base.args[0])):
+                    if X.shash(a) == hz:
+                        rest = b
+            if rest is not None and p.name not in X.symbols(rest):
                 start = X.add(rest, X.zext(off, 64))
                 return [X.select(p, X.add(start, Const(4 * k, 64))) for k in range(n)]
         return [self.opaque(32, why) for _ in range(n)]

@@ -49,6 +49,7 @@ class Counterexample:
     lane: int
     access: int
     minimal: bool = True
+    arrays: Dict[str, Dict[int, int]] = field(default_factory=dict)   # array -> {index: value}
 
 
 @dataclass
@@ -146,7 +147,20 @@ def replace(e: Expr, repl: Dict[int, Expr], memo=None) -> Expr:
 
 
 def pointers_in(e: Expr) -> List[str]:
-    return sorted(s.name for s in X.symbols(e).values() if s.kind == "ptr" and s.name != "kernarg_ptr")
+    """Pointer arguments ``e`` is based on (names), not counting arrays it only reads values
+    from (the first operand of a ``sel``)."""
+    out, seen, stack = set(), set(), [e]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Sym):
+            if n.kind == "ptr" and n.name != "kernarg_ptr":
+                out.add(n.name)
+        elif isinstance(n, X.Op):
+            stack.extend(n.args[1:] if n.op == "sel" else n.args)
+    return sorted(out)
 
 
 def opaque_in(e: Expr) -> List[str]:
@@ -642,9 +656,10 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
     shown = {k: v for k, v in argvals.items() if k not in ptrs}
     if prob.mode != "group":
         shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+    arrays = {k[:-2]: {off // 4: v for off, v in sorted(d.items())} for k, d in model.items() if k.endswith("[]")}
     return Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
                                   grid["x"].name: ids[grid["x"].name]}, shown, got, exp, lane,
-                          t.access.instr.addr)
+                          t.access.instr.addr, True, arrays)
 
 
 # ----------------------------------------------------------------------------- formulas

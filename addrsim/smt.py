@@ -254,4 +254,8 @@ class IntEncoder:
                 if op == "udiv":
                     return a / b, al // max(bh, 1), ah // bl
                 return a % b, 0, min(ah, bh - 1)
+            # divisor may be 0: SMT-LIB semantics (udiv by 0 is all ones, urem by 0 is a)
+            if op == "udiv":
+                return z3.If(b == 0, X.mask(w), a / b), 0, X.mask(w)
+            return z3.If(b == 0, a, a % b), 0, ah
         return self.fresh(w, f"{op} node")
