@@ -91,7 +91,7 @@ def _check_json(c: Check) -> dict:
         x = c.counterexample
         cex = {"shape": x.shape, "coords": {"batch_id": x.coords["batch_id"], "head_id": x.coords["head_id"]},
                "kernargs": x.kernargs, "address": {"extracted": x.extracted, "expected": x.expected},
-               "lane": x.lane, "grid": x.coords, "access_pc": x.access, "minimal": x.minimal,
+               "lane": x.lane, "grid": x.coords, "access_pc": x.access, "minimal": x.minimal, "replayed_on": x.replayed_on or "this kernel",
                "arrays": {a: {str(i): v for i, v in d.items()} for a, d in x.arrays.items()}}
     return {"buffer": c.buffer, "layout": c.layout, "verdict": c.verdict, "extracted": c.extracted,
             "expected": c.expected, "difference": c.difference, "reason": c.reason,

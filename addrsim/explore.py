@@ -226,7 +226,8 @@ def merge_states(a: Machine, b: Machine) -> Optional[Machine]:
     """One state standing for both ``a`` and ``b`` at the same instruction: path condition
     ``prefix and (rest_a or rest_b)``, each differing register ``ite(rest_a, va, vb)``, or a
     fresh opaque value where either side is data (opaque).  None when the two cannot be
-    merged (a lane mask against a scalar value)."""
+    merged (a lane mask against a scalar value).  Data (opaque) on both sides becomes a
+    fresh opaque value; anything else becomes a select, which keeps addresses exact."""
     pa, pb = a.path, b.path
     k = 0
     while k < min(len(pa), len(pb)) and pa[k] is pb[k]:
@@ -241,9 +242,9 @@ def merge_states(a: Machine, b: Machine) -> Optional[Machine]:
         if isinstance(x, LaneMask) and isinstance(y, LaneMask):
             return LaneMask(mv(x.bit, y.bit))
         if isinstance(x, Expr) and isinstance(y, Expr) and x.width == y.width:
-            if _has_opaque(x) or _has_opaque(y):
+            if isinstance(x, Sym) and x.kind == "opaque" and isinstance(y, Sym) and y.kind == "opaque":
                 return m.opaque(x.width, "data merged where two paths join")
-            return X.ite(ca, x, y)
+            return X.ite(ca, x, y)     # the prover splits selects that differ in what they depend on
         raise _NoMerge()
 
     try:
@@ -285,9 +286,14 @@ def _feasible(solver: z3.Solver, conds: List[Expr], memo=None, vs=None) -> bool:
     return r != z3.unsat
 
 
-def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 2_000_000) -> Optional[List[Access]]:
+class ReplayBudget(Exception):
+    """The concrete run needed more than its instruction budget (a long loop)."""
+
+
+def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 60_000) -> Optional[List[Access]]:
     """Run one wave concretely until the instruction at ``stop_addr`` executes for the first
-    time; return its per-lane accesses (None if it is never reached).  Raises Unsupported."""
+    time; return its per-lane accesses (None if it is never reached).  Raises Unsupported, and
+    ReplayBudget past ``max_steps`` instructions."""
     c = _Code(code)
     idx = 0
     steps = 0
@@ -295,7 +301,7 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
         ins = code[idx]
         steps += 1
         if steps > max_steps:
-            return None
+            raise ReplayBudget(f"more than {max_steps} instructions before {stop_addr:#x}")
         mn = ins.mnemonic
         if mn == "s_endpgm":
             return None

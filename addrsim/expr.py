@@ -89,6 +89,8 @@ class Op(Expr):
     width: int
     params: Tuple[int, ...] = ()
     _key: int = field(default=0, compare=False, repr=False)
+    _mb: int = field(default=-1, compare=False, repr=False)     # cached maxbits
+    _lz: int = field(default=-1, compare=False, repr=False)     # cached lowzeros
 
     def __repr__(self):
         p = f"{list(self.params)}" if self.params else ""
@@ -214,11 +216,18 @@ def _is(e: Expr, v: int) -> bool:
 
 
 def maxbits(e: Expr) -> int:
-    """An upper bound on the number of significant (possibly non-zero) low bits of ``e``."""
+    """An upper bound on the number of significant (possibly non-zero) low bits of ``e``
+    (cached on the node: linear in the DAG, not the tree)."""
     if isinstance(e, Const):
         return e.value.bit_length()
     if isinstance(e, Sym):
         return e.width
+    if e._mb < 0:
+        object.__setattr__(e, "_mb", _maxbits(e))
+    return e._mb
+
+
+def _maxbits(e: Op) -> int:
     op, a = e.op, e.args
     if op == "zext":
         return maxbits(a[0])
@@ -246,11 +255,17 @@ def maxbits(e: Expr) -> int:
 
 
 def lowzeros(e: Expr) -> int:
-    """A lower bound on the number of trailing zero bits of ``e``."""
+    """A lower bound on the number of trailing zero bits of ``e`` (cached on the node)."""
     if isinstance(e, Const):
         return e.width if e.value == 0 else (e.value & -e.value).bit_length() - 1
     if isinstance(e, Sym):
         return 0
+    if e._lz < 0:
+        object.__setattr__(e, "_lz", _lowzeros(e))
+    return e._lz
+
+
+def _lowzeros(e: Op) -> int:
     op, a = e.op, e.args
     if op == "shl" and isinstance(a[1], Const):
         return min(e.width, lowzeros(a[0]) + a[1].value)

@@ -16,7 +16,7 @@ it is reported; one that does not replay makes the verdict "unknown".
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace as replace_dc
 from itertools import product
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -26,7 +26,7 @@ from . import expr as X
 from .codeobj import CodeObject, Kernel
 from .disasm import Instr
 from .errors import InputError
-from .explore import Exploration, explore, run_concrete
+from .explore import Exploration, ReplayBudget, explore, run_concrete
 from .expr import Const, Expr, Sym
 from .machine import Access, ConcreteLanes, SymbolicLane, Unsupported
 from .models import SHAPE_VARS, ModelSet, Problem, build_problem, buffer_pointer, grid_symbols
@@ -50,6 +50,7 @@ class Counterexample:
     access: int
     minimal: bool = True
     arrays: Dict[str, Dict[int, int]] = field(default_factory=dict)   # array -> {index: value}
+    replayed_on: str = ""            # "" for this kernel, else the sibling kernel whose replay is reused
 
 
 @dataclass
@@ -116,12 +117,14 @@ def concrete_machine(kernel: Kernel, arch: str, ms: ModelSet, argvals: Dict[str,
 
 def leaves(e: Expr, limit: int = 4) -> List[Tuple[List[Tuple[Expr, int]], Dict[int, Expr]]]:
     """Case split of ``e`` on the conditions of its ``ite`` nodes that choose between
-    different pointer arguments: a list of (assignment, replacement map) pairs, at most
+    different pointer arguments, or between a modelled value and data (where two paths
+    merged): a list of (assignment, replacement map) pairs, at most
     2**limit of them."""
     conds, seen = [], set()
     for n in X.walk(e):
         if isinstance(n, X.Op) and n.op == "ite" and id(n.args[0]) not in seen \
-                and pointers_in(n.args[1]) != pointers_in(n.args[2]):
+                and (pointers_in(n.args[1]) != pointers_in(n.args[2])
+                     or bool(opaque_in(n.args[1])) != bool(opaque_in(n.args[2]))):
             # only selects between buffers matter (a V# chosen among pointer arguments)
             seen.add(id(n.args[0]))
             conds.append(n.args[0])
@@ -192,14 +195,31 @@ def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
     for acc in ex.accesses:
         if ptr not in X.symbols(acc.base):
             continue
-        for assign, repl in leaves(acc.base):
+        cases = leaves(acc.address)
+        for assign, repl in cases:
             memo = {}
             base = replace(acc.base, repl, memo)
             if pointers_in(base) != [ptr]:
                 continue
             conds = [c if b else X.bnot(c) for c, b in assign]
-            out.append(Target(acc, list(acc.path) + conds + [acc.active], replace(acc.address, repl, memo)))
+            t = Target(acc, list(acc.path) + conds + [acc.active], replace(acc.address, repl, memo))
+            if len(cases) > 1 and opaque_in(t.address) and not _feasible(t.conds):
+                continue          # a case of a merged select that this path cannot take
+            out.append(t)
     return out
+
+
+def _feasible(conds: List[Expr]) -> bool:
+    s = z3.Solver()
+    s.set("timeout", 2000)
+    memo, vs = {}, {}
+    for c in conds:
+        if isinstance(c, Const):
+            if c.value == 0:
+                return False
+            continue
+        s.add(holds_bv(c, memo, vs))
+    return s.check() != z3.unsat
 
 
 def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: ModelSet, buffer: str, layout: str,
@@ -292,7 +312,16 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
             continue
         if verdict == "unknown":
             return done("unknown", why)
-        cex = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, buffer)
+        rkey = ("replay",) + key
+        cex = cache.get(rkey) if cache is not None else None
+        if cex is None:
+            cex = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, buffer)
+            if cache is not None:
+                cache[rkey] = cex
+        elif not isinstance(cex, str):
+            # the same query (same extracted semantics and conditions) was replayed on a
+            # sibling kernel; this kernel's access is at its own address
+            cex = replace_dc(cex, access=t.access.instr.addr, replayed_on=cex.replayed_on or "a sibling kernel")
         if isinstance(cex, str):
             return done("unknown", cex)
         res.counterexample = cex
@@ -640,6 +669,10 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
             m = concrete_machine(kernel, arch, ms, argvals, idset, lane // 64)
             m.memory = memory
             accs = run_concrete(code, m, t.access.instr.addr)
+        except ReplayBudget as e:
+            return _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, expected,
+                               f"not replayed: {e} (a loop runs before the access); offsets evaluated "
+                               f"on the extracted semantics")
         except Unsupported as e:
             return f"counterexample could not be replayed concretely: {e}"
         if not accs:
@@ -660,6 +693,26 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
     return Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
                                   grid["x"].name: ids[grid["x"].name]}, shown, got, exp, lane,
                           t.access.instr.addr, True, arrays)
+
+
+def _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, expected, why):
+    """A counterexample whose concrete replay is out of budget: the offsets come from
+    evaluating the extracted address (the solver model was already checked to violate the
+    claim by evaluation)."""
+    grid = prob.grid
+    menv = _env([a, a00, expected], model)
+    try:
+        got = (X.evaluate(a, menv) - X.evaluate(a00, menv)) & X.mask(64)
+        exp = X.evaluate(expected, menv)
+    except KeyError as e:
+        return f"counterexample could not be evaluated (no value for {e})"
+    shown = {k: v for k, v in argvals.items() if k not in ptrs}
+    if prob.mode != "group":
+        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+    arrays = {k[:-2]: {off // 4: v for off, v in sorted(d.items())} for k, d in model.items() if k.endswith("[]")}
+    return Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
+                                  grid["x"].name: ids[grid["x"].name]}, shown, got, exp, lane,
+                          t.access.instr.addr, True, arrays, why)
 
 
 # ----------------------------------------------------------------------------- formulas

@@ -41,6 +41,7 @@ class Corpus:
     skipped: List[Tuple[str, str]] = field(default_factory=list)
     routes: Dict[str, List[dict]] = field(default_factory=dict)
     tables: List[str] = field(default_factory=list)
+    family: Dict[str, str] = field(default_factory=dict)      # file -> kernel family name
     tmpdir: Optional[tempfile.TemporaryDirectory] = None
 
 
@@ -100,6 +101,7 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False) -> Corpus:
             c.skipped.append((str(p), "no kernel family in the models describes its kernels"))
             continue
         c.files.append(str(p))
+        c.family[str(p)] = f"{co.arch}:{choose_family(ms, co.kernels[0])['name']}"
     for t in c.tables:
         c.routes.update(read_routes(t))
     return c
@@ -135,6 +137,10 @@ def _init_worker(model_files, bounds, timeout_ms, min_budget_s, check_budget_s=N
                    check_budget_s=check_budget_s, cache={})
 
 
+def _scan_group(paths, buffers, layouts):
+    return [(p, _scan_one(p, buffers, layouts)) for p in paths]
+
+
 def _scan_one(path, buffers, layouts):
     from .api import verify
     w = _WORKER
@@ -162,13 +168,19 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
             if bar:
                 bar.update(1)
     else:
+        # one task per kernel family: siblings share a worker and its cache of decided queries
+        groups: Dict[str, List[str]] = {}
+        for f in corpus.files:
+            groups.setdefault(corpus.family.get(f, f), []).append(f)
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
                                  initargs=(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s)) as ex:
-            futs = {ex.submit(_scan_one, f, buffers, layouts): f for f in corpus.files}
+            futs = [ex.submit(_scan_group, g, buffers, layouts)
+                    for g in sorted(groups.values(), key=len, reverse=True)]
             for fut in as_completed(futs):
-                reports[futs[fut]] = fut.result()
-                if bar:
-                    bar.update(1)
+                for f, r in fut.result():
+                    reports[f] = r
+                    if bar:
+                        bar.update(1)
     if bar:
         bar.close()
     out = []

@@ -50,3 +50,45 @@ def test_bas_shortcut_refuted_for_sbhd_only(tmp_path):
     assert x["coords"] == {"batch_id": 1, "head_id": 0}
     # SBHD: BAs_q = nhead_q*128*2 = 256, so (1*256)>>6 = 4 bytes; expected 1*1*Hs_lsed = 2*4
     assert x["address"] == {"extracted": 4, "expected": 8}
+
+
+BOUNDS_NO_HOST_WRAP = {"seqlen_k": (1, 32768), "seqlen_q": (1, 32768)}   # u32(batch_stride_k*2) < 2^32
+
+
+def test_gqa_key_head_proved(tmp_path):
+    """K head = head_id / ratio through the float-reciprocal idiom: the division is proved exact
+    exhaustively (head_id < 256, ratio <= 256, every rcp within 1 ULP), then K is proved."""
+    rep = verify(build("gqa_key_head", tmp_path), buffers=["k"], model_files=[MODEL], bounds=BOUNDS_NO_HOST_WRAP)
+    for lay in ("bhsd", "bshd", "sbhd"):
+        assert verdicts(rep)[("k", lay)]["verdict"] == "proved", verdicts(rep)[("k", lay)]["reason"]
+
+
+def test_gqa_query_head_refuted(tmp_path):
+    """Indexing K with the query head fails as soon as ratio > 1: nhead_q=2, nhead_k=1, head 1."""
+    rep = verify(build("gqa_query_head", tmp_path), buffers=["k"], model_files=[MODEL], bounds=BOUNDS_NO_HOST_WRAP)
+    c = verdicts(rep)[("k", "bshd")]
+    assert c["verdict"] == "counterexample"
+    x = c["counterexample"]
+    assert (x["shape"]["nhead_q"], x["shape"]["nhead_k"], x["coords"]["head_id"]) == (2, 1, 1)
+    assert x["address"] == {"extracted": 1 * 128 * 2, "expected": 0}
+
+
+def test_group_mode_seqstart_proved(tmp_path):
+    """Group mode: LSE row of sequence b at seqstart_q[b] (an unknown non-decreasing int32
+    array read by the kernel) is proved for every layout."""
+    rep = verify(build("group_lse_seqstart", tmp_path), buffers=["lse"], model_files=[MODEL])
+    for lay in ("bhsd", "bshd", "sbhd"):
+        assert verdicts(rep)[("lse", lay)]["verdict"] == "proved", verdicts(rep)[("lse", lay)]["reason"]
+
+
+def test_group_mode_batch_formula_refuted(tmp_path):
+    """The batch-mode formula in a group-mode kernel: refuted, and the counterexample carries
+    the seqstart_q values it read (sequence 1 starts at row 0 while batch_id*nhead_q*Hs_lsed = 4)."""
+    rep = verify(build("group_lse_batchmode", tmp_path), buffers=["lse"], layouts=["bshd"], model_files=[MODEL])
+    c = verdicts(rep)[("lse", "bshd")]
+    assert c["verdict"] == "counterexample"
+    x = c["counterexample"]
+    assert x["coords"]["batch_id"] == 1 and x["shape"]["batch"] == 2
+    seq = x["arrays"]["seqstart_q"]
+    assert x["address"]["expected"] == int(seq["1"]) * 4
+    assert x["address"]["extracted"] != x["address"]["expected"]

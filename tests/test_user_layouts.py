@@ -1,0 +1,55 @@
+"""User layouts from a model file (--layouts FILE): views of larger tensors."""
+import subprocess
+import sys
+from pathlib import Path
+
+from addrsim.api import verify
+from addrsim.models import layout_strides, load_models
+
+from test_examples import EX, MODEL, build
+
+VIEWS = str(EX / "layouts" / "views.yaml")
+
+
+def test_extends_overrides_only_named_tensors():
+    ms = load_models([VIEWS])
+    lay = layout_strides(ms, "bshd_qkv_packed")
+    assert lay["q"]["seq"] == "3*nhead_q*hdim_q"          # overridden
+    assert lay["dq"]["seq"] == "nhead_q*hdim_q"            # inherited from bshd
+    assert lay["lse"]["head"] == "seqlen_q + 64"
+
+
+def test_abi_fix_stays_proved_on_padded_lse_view(tmp_path):
+    """Pattern A reads nhead_q and Hs_lsed from the arguments, so padded LSE rows are fine."""
+    rep = verify(build("lsed_abi_fix", tmp_path), buffers=["lse", "d"], layouts=["bshd_qkv_packed", "my_view"],
+                 model_files=[MODEL, VIEWS])
+    got = {(c["buffer"], c["layout"]): c["verdict"] for c in rep["kernels"][0]["checks"]}
+    assert set(got.values()) == {"proved"}, got
+
+
+def test_shortcut_refuted_on_padded_lse_view(tmp_path):
+    """The BAs shortcut assumes LSE rows of exactly seqlen_q: the padded view refutes it at the
+    smallest shape (batch 2)."""
+    rep = verify(build("lsed_bas_shortcut", tmp_path), buffers=["lse"], layouts=["bshd_qkv_packed"],
+                 model_files=[MODEL, VIEWS], bounds={"nhead_q": (1, 8), "nhead_k": (1, 8)})
+    c = rep["kernels"][0]["checks"][0]
+    assert c["verdict"] == "counterexample"
+    assert c["counterexample"]["shape"]["batch"] == 2
+
+
+def test_cli_layouts_option(tmp_path):
+    co = build("lsed_abi_fix", tmp_path)
+    p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(co), "--model", MODEL, "--buffer", "lse",
+                        "--layouts", VIEWS, "--layout", "my_view"], capture_output=True, text=True)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "my_view" in p.stdout and "proved" in p.stdout
+
+
+def test_unknown_user_layout_names_the_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("layouts:\n  v:\n    extends: nowhere\n")
+    co = build("lsed_abi_fix", tmp_path)
+    p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(co), "--model", MODEL, "--layouts", str(bad),
+                        "--layout", "v"], capture_output=True, text=True)
+    assert p.returncode == 3
+    assert "unknown layout 'nowhere'" in p.stderr and p.stderr.count("\n") == 1
