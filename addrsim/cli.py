@@ -14,7 +14,7 @@ from . import __version__
 from .api import DEFAULT_LAYOUTS, exit_status, verify
 from .errors import InputError
 from .models import load_models
-from .errors import EXIT_BAD_INPUT, AddrsimError
+from .errors import EXIT_BAD_INPUT, EXIT_INTERNAL, AddrsimError
 
 
 class _Parser(argparse.ArgumentParser):
@@ -177,7 +177,15 @@ def print_table(report: dict, out=sys.stdout):
 
 
 def entry():
-    sys.exit(main())
+    try:
+        code = main()
+    except KeyboardInterrupt:
+        sys.stderr.write("addrsim: interrupted\n")
+        code = EXIT_BAD_INPUT
+    except Exception as e:  # a bug in addrsim: one line, a distinct exit status, never a traceback
+        sys.stderr.write(f"addrsim: internal error: {type(e).__name__}: {e}\n")
+        code = EXIT_INTERNAL
+    sys.exit(code)
 
 
 if __name__ == "__main__":

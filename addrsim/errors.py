@@ -4,6 +4,7 @@ EXIT_PROVED = 0
 EXIT_COUNTEREXAMPLE = 1
 EXIT_UNKNOWN = 2
 EXIT_BAD_INPUT = 3
+EXIT_INTERNAL = 4     # a bug in addrsim itself (one line on stderr)
 
 
 class AddrsimError(Exception):

@@ -95,7 +95,7 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False) -> Corpus:
         except InputError as e:
             if len(roots) == 1 and roots[0] == p:
                 raise
-            c.skipped.append((str(p), e.msg))
+            c.skipped.append((str(p), e.problem))
             continue
         if not co.kernels or not all(choose_family(ms, k) for k in co.kernels):
             c.skipped.append((str(p), "no kernel family in the models describes its kernels"))

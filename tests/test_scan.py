@@ -1,0 +1,90 @@
+"""addrsim scan: corpus inputs (directory, wheel), routing table, JSON/SARIF/JUnit outputs."""
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+import zipfile
+
+import pytest
+
+ROUTES = ("dtype,hdim_q,hdim_v,mask,atomic32,pssk,pddv,mode,bf16_cvt,ts_qo,ts,knl_name,co_name\n"
+          "bf16,128,128,0,0,0,0,0,0,16,192,ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE,bwd_hd128_bf16_a16_rtne.co\n")
+
+
+def scan(*args):
+    return subprocess.run([sys.executable, "-m", "addrsim", "scan", "--no-progress", *map(str, args)],
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory, real_kernel):
+    root = tmp_path_factory.mktemp("corpus")
+    d = root / "hsa" / "gfx942" / "fmha_v3_bwd"
+    d.mkdir(parents=True)
+    shutil.copy(real_kernel, d / real_kernel.name)
+    (d / "fmha_bwd_dqdkdv.csv").write_text(ROUTES)
+    (d / "notes.co").write_text("not a code object\n")
+    return root
+
+
+@pytest.fixture(scope="module")
+def scanned(corpus, tmp_path_factory):
+    out = tmp_path_factory.mktemp("out")
+    p = scan(corpus, "--buffer", "lse", "--layout", "bhsd", "--layout", "sbhd", "--jobs", "2",
+             "--json", out / "r.json", "--sarif", out / "r.sarif", "--junit", out / "r.xml")
+    return p, out
+
+
+def test_exit_code_and_summary(scanned):
+    p, _ = scanned
+    assert p.returncode == 1, p.stderr            # a counterexample (lse/bhsd, 32-bit wrap)
+    assert "bwd_hd128_bf16_a16_rtne.co" in p.stdout and "lse:CEX/ok" in p.stdout
+    assert "routed from: dtype=bf16,hdim_q=128" in p.stdout
+    assert "skipped 1 code object" in p.stdout and "notes.co" in p.stdout
+
+
+def test_json_report_has_routes(scanned):
+    doc = json.loads((scanned[1] / "r.json").read_text())
+    (k,) = doc["kernels"]
+    assert k["routes"] == [{"dtype": "bf16", "hdim_q": "128", "hdim_v": "128", "mask": "0", "atomic32": "0",
+                            "pssk": "0", "pddv": "0", "mode": "0", "bf16_cvt": "0", "ts_qo": "16", "ts": "192"}]
+    got = {(c["buffer"], c["layout"]): c["verdict"] for c in k["checks"]}
+    assert got == {("lse", "bhsd"): "counterexample", ("lse", "sbhd"): "proved"}
+    assert doc["skipped"][0]["file"].endswith("notes.co")
+
+
+def test_sarif_one_result_per_counterexample(scanned):
+    log = json.loads((scanned[1] / "r.sarif").read_text())
+    assert log["version"] == "2.1.0"
+    res = log["runs"][0]["results"]
+    assert [(r["ruleId"], r["level"]) for r in res] == [("addrsim/lse", "error")]
+    assert res[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("bwd_hd128_bf16_a16_rtne.co")
+
+
+def test_junit_one_case_per_kernel_buffer_layout(scanned):
+    root = ET.parse(scanned[1] / "r.xml").getroot()
+    cases = root.findall(".//testcase")
+    assert sorted(c.get("name") for c in cases) == ["lse/bhsd", "lse/sbhd"]
+    assert len(root.findall(".//failure")) == 1
+
+
+def test_wheel_input(tmp_path, real_kernel):
+    whl = tmp_path / "amd_aiter-0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.write(real_kernel, "aiter_meta/hsa/gfx942/fmha_v3_bwd/" + real_kernel.name)
+    p = scan(whl, "--buffer", "lse", "--layout", "sbhd", "--min-budget", "0")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "1 proved" in p.stdout
+
+
+@pytest.mark.parametrize("args,needle", [
+    ((), "needs a directory"),
+    (("/nonexistent/dir",), "no such file"),
+    (("{kernel}", "--layout", "nope"), "unknown layout"),
+    (("{kernel}", "--jobs", "0"), "--jobs"),
+])
+def test_bad_input_one_line(args, needle, real_kernel):
+    p = scan(*[a.format(kernel=real_kernel) for a in args])
+    assert p.returncode == 3
+    assert needle in p.stderr and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
