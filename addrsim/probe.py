@@ -86,7 +86,23 @@ def probe(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], or
             break
     if found is None:
         return None
-    # shrink: each variable in turn to the smallest tried value that keeps a counterexample
+    return shrink(conds, claim, ranges, order, found, syms)
+
+
+def shrink(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], order: Sequence[str],
+           found: Dict[str, int], syms=None) -> Dict[str, int]:
+    """Each variable of ``order`` in turn set to the smallest of a few tried values that keeps
+    ``found`` a counterexample (checked by evaluation)."""
+    if syms is None:
+        syms = {}
+        for e in list(conds) + [claim]:
+            for s in X.symbols(e).values():
+                syms[s.name] = s
+
+    def rng(n):
+        s = syms.get(n)
+        return ranges.get(n, (0, X.mask(s.width) if s is not None else 0))
+
     for n in list(order):
         if n not in found:
             continue

@@ -31,7 +31,7 @@ from .expr import Const, Expr, Sym
 from .machine import Access, ConcreteLanes, SymbolicLane, Unsupported
 from .models import SHAPE_VARS, ModelSet, Problem, build_problem, buffer_pointer, grid_symbols
 from .idioms import exact_divisions
-from .probe import probe
+from .probe import probe, shrink
 from .smt import IntEncoder, holds_bv, to_bv
 
 PTR_LIMIT = 1 << 47          # allocations lie below 2**47 (user-mode canonical addresses)
@@ -607,7 +607,8 @@ def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
                 return None
             b = dict(fixed)
             b[var] = (lo, ub)
-            v, m, _ = q.solve(b, MIN_ATTEMPT_MS)
+            left_ms = (deadline - time.time()) * 1000
+            v, m, _ = q.solve(b, int(max(min(left_ms, MIN_ATTEMPT_MS), min(left_ms / 4, 10000))))
             if v == "unknown":
                 minimal = False
             return m if v == "refuted" else None
@@ -632,6 +633,11 @@ def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
             minimal = False
         model = best
         fixed[var] = (model[var], model[var])
+    if not minimal:
+        # out of budget: shrink what is left by evaluation (cheap), keeping a counterexample
+        rest = [v for v in order if v in model and (v not in fixed or time.time() > deadline)]
+        model = dict(model, **shrink(q.conds, q.claim, q.ranges, rest, {k: v for k, v in model.items()
+                                                                          if not k.endswith("[]")}))
     return model, minimal
 
 

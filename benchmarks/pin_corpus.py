@@ -1,0 +1,36 @@
+"""Derive tests/data/corpus_verdicts.json from a scan's JSON report.
+
+    addrsim scan WHEEL_OR_DIR --jobs 2 --json scan.json
+    python3 benchmarks/pin_corpus.py scan.json tests/data/corpus_verdicts.json
+
+The data file maps "arch/file.co" to {"family": name, "verdicts": {"buffer/layout": verdict}},
+grouped by kernel family, plus the scan settings it was made with.  tests/test_corpus.py
+rescans one kernel per family (all of them with ADDRSIM_FULL_CORPUS=1) and compares.
+"""
+import json
+import sys
+from pathlib import Path
+
+from addrsim import codeobj
+from addrsim.models import choose_family, load_models
+
+
+def main():
+    src, dst = sys.argv[1], sys.argv[2]
+    doc = json.loads(Path(src).read_text())
+    ms = load_models()
+    out = {}
+    for k in doc["kernels"]:
+        kern = next(x for x in codeobj.load(k["file"]).kernels if x.symbol == k["kernel"])
+        fam = choose_family(ms, kern)["name"]
+        key = f"{k['arch']}/{Path(k['file']).name}"
+        out[key] = {"family": fam, "verdicts": {f"{c['buffer']}/{c['layout']}": c["verdict"] for c in k["checks"]}}
+    pinned = {"source": "amd-aiter 0.1.7.post2.dev18 wheel, aiter_meta/hsa/*/fmha_v3_bwd/*.co",
+              "settings": {"timeout_ms": 2000, "min_budget_s": 0.5, "check_budget_s": 8.0},
+              "kernels": dict(sorted(out.items(), key=lambda kv: (kv[1]["family"], kv[0])))}
+    Path(dst).write_text(json.dumps(pinned, indent=1) + "\n")
+    print(f"{len(out)} kernels pinned to {dst}")
+
+
+if __name__ == "__main__":
+    main()
