@@ -172,8 +172,13 @@ def grid_symbols(ms: ModelSet) -> Dict[str, Sym]:
     return {ax: Sym(ms.grid.get(ax, {}).get("name", f"wgid_{ax}"), 32, "id") for ax in "xyz"}
 
 
-def choose_family(ms: ModelSet, kernel: Kernel) -> Optional[dict]:
+def choose_family(ms: ModelSet, kernel: Kernel, arch: Optional[str] = None) -> Optional[dict]:
+    """The first family whose ``match`` regex is found in the kernel symbol and whose
+    ``arch`` list (if any) holds the code object's architecture."""
     for fam in ms.families:
+        archs = fam.get("arch")
+        if archs and arch is not None and arch not in archs:
+            continue
         if re.search(fam["match"], kernel.symbol):
             return fam
     return None
@@ -188,14 +193,14 @@ def choose_contract(ms: ModelSet, kernel: Kernel) -> Optional[dict]:
 
 
 def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
-                  bound_overrides: Dict[str, Tuple[int, int]] = None) -> Problem:
+                  bound_overrides: Dict[str, Tuple[int, int]] = None, arch: Optional[str] = None) -> Problem:
     """Instantiate the models for ``kernel`` in ``layout``.  Raises InputError on an unknown
     layout or an invalid expression in a model file."""
     src = ms.files[-1] if ms.files else "<models>"
     shape = {v: Sym(v, 64, "shape") for v in SHAPE_VARS}
     bounds = {v: ms.shape.get(v, (1, 1 << 20)) for v in SHAPE_VARS}
     grid = grid_symbols(ms)
-    fam = choose_family(ms, kernel)
+    fam = choose_family(ms, kernel, arch)
     con = choose_contract(ms, kernel)
     mode = str((fam or {}).get("mode", "batch"))
     notes = []

@@ -235,7 +235,7 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     res = Check(buffer, layout, "unknown")
     ptr = buffer_pointer(ms, kernel, buffer)
     lane = Sym(LANE, 32, "lane")
-    prob = build_problem(ms, kernel, layout, lane, bounds)
+    prob = build_problem(ms, kernel, layout, lane, bounds, arch)
     res.expected = prob.expected_text.get(buffer, "")
     tg = targets_for(ex, ptr)
     bad_ends = [e for e in ex.ends if e.reason in ("unsupported", "budget") and ptr not in e.reached]

@@ -97,11 +97,11 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False) -> Corpus:
                 raise
             c.skipped.append((str(p), e.problem))
             continue
-        if not co.kernels or not all(choose_family(ms, k) for k in co.kernels):
+        if not co.kernels or not all(choose_family(ms, k, co.arch) for k in co.kernels):
             c.skipped.append((str(p), "no kernel family in the models describes its kernels"))
             continue
         c.files.append(str(p))
-        c.family[str(p)] = f"{co.arch}:{choose_family(ms, co.kernels[0])['name']}"
+        c.family[str(p)] = f"{co.arch}:{choose_family(ms, co.kernels[0], co.arch)['name']}"
     for t in c.tables:
         c.routes.update(read_routes(t))
     return c

@@ -21,8 +21,9 @@ def main():
     ms = load_models()
     out = {}
     for k in doc["kernels"]:
-        kern = next(x for x in codeobj.load(k["file"]).kernels if x.symbol == k["kernel"])
-        fam = choose_family(ms, kern)["name"]
+        co = codeobj.load(k["file"])
+        kern = next(x for x in co.kernels if x.symbol == k["kernel"])
+        fam = choose_family(ms, kern, co.arch)["name"]
         key = f"{k['arch']}/{Path(k['file']).name}"
         out[key] = {"family": fam, "verdicts": {f"{c['buffer']}/{c['layout']}": c["verdict"] for c in k["checks"]}}
     pinned = {"source": "amd-aiter 0.1.7.post2.dev18 wheel, aiter_meta/hsa/*/fmha_v3_bwd/*.co",
