@@ -193,9 +193,13 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                 out.ends.append(PathEnd("unsupported", f"{e} at {ins.addr:#x}: {ins.text}", tuple(m.path), reached))
                 break
             if r == "access":
+                touched = frozenset()
                 for acc in m.last_access:
+                    g = frozenset(goal(acc))
+                    acc.first = g - reached
                     out.accesses.append(acc)
-                    reached = reached | frozenset(goal(acc))
+                    touched |= g
+                reached = reached | touched
                 if targets and targets <= reached:
                     out.ends.append(PathEnd("goal", f"all buffers reached at {ins.addr:#x}", tuple(m.path), reached))
                     break

@@ -69,6 +69,7 @@ class Access:
     active: Expr              # 1-bit: is the lane active (EXEC)
     lds: bool
     notes: Tuple[str, ...] = ()
+    first: frozenset = frozenset()   # pointer arguments this is the first access of, on its path
 
 
 @dataclass
@@ -386,6 +387,8 @@ class Machine:
             off = X.add(off, Const(int(imm, 0), 32))
         rel = _const_offset(base, self.kernarg_ptr)
         why = f"{ins.mnemonic} at {ins.addr:#x} from memory other than the kernarg segment"
+        if rel is not None and isinstance(off, Const) and not (0 <= rel + off.value < max(self.kernarg_size, 1) + 256):
+            rel = None        # a concrete address outside the kernarg segment (replay memory)
         if rel is None or not isinstance(off, Const):
             vals = self._memory_words(base, off, n, why)
         else:
@@ -451,6 +454,8 @@ class Machine:
                 for a, b in ((base.args[0], base.args[1]), (base.args[1], base.args[0])):
                     if X.shash(a) == hz:
                         rest = b
+            if rest is None:
+                rest = _offset_from(base, p)
             if rest is not None and p.name not in X.symbols(rest):
                 start = X.add(rest, X.zext(off, 64))
                 return [X.select(p, X.add(start, Const(4 * k, 64))) for k in range(n)]
@@ -571,6 +576,23 @@ class Machine:
         return "access"
 
 
+def _offset_from(base: Expr, p: Sym) -> Optional[Expr]:
+    """``base - zext(p)`` as an expression free of ``p`` when ``base`` is the pointer plus an
+    offset computed in any way (32-bit halves with carries, ...): the candidate is ``base``
+    with ``p`` set to 0, kept only if Z3 proves base == zext(p) + candidate for every value
+    of every symbol (bit-vector validity, 1 s)."""
+    import z3
+    from .smt import to_bv
+    cand = X.substitute(base, {p.name: Const(0, p.width)})
+    if p.name in X.symbols(cand):
+        return None
+    memo, vs = {}, {}
+    s = z3.Solver()
+    s.set("timeout", 1000)
+    s.add(to_bv(base, memo, vs) != to_bv(X.add(X.zext(p, 64), cand), memo, vs))
+    return cand if s.check() == z3.unsat else None
+
+
 def _first_of_pair(op: str, k: int) -> str:
     m = re.match(r"^v\[(\d+):(\d+)\]$", op)
     if not m:
@@ -679,9 +701,22 @@ class ConcreteLanes(Machine):
     def _memory_words(self, base: Expr, off: Expr, n: int, why: str) -> List[Expr]:
         if isinstance(base, Const) and isinstance(off, Const):
             a = (base.value + off.value) & X.mask(64)
-            if all((a + 4 * k) in self.memory for k in range(n)):
-                return [Const(self.memory[a + 4 * k], 32) for k in range(n)]
+            vals = [self.memory_at(a + 4 * k) for k in range(n)]
+            if all(v is not None for v in vals):
+                return [Const(v, 32) for v in vals]
         return [self.opaque(32, why) for _ in range(n)]
+
+    def memory_at(self, addr: int) -> Optional[int]:
+        """The 32-bit word at ``addr``: from ``memory``, else from an array region
+        (``regions``: (start, end) byte ranges) completed from the nearest lower known word,
+        which keeps a non-decreasing array non-decreasing."""
+        if addr in self.memory:
+            return self.memory[addr]
+        for lo, hi in getattr(self, "regions", ()):
+            if lo <= addr < hi:
+                below = [a for a in self.memory if lo <= a < addr]
+                return self.memory[max(below)] if below else 0
+        return None
 
     def lane_active(self, lane: int) -> Expr:
         ex = self.exec

@@ -308,8 +308,8 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     array_specs: Dict[str, Dict[str, Expr]] = {}
     if mode == "group":
         for a, spec in ms.arrays.items():
-            array_specs[a] = {k: P(str(spec[k]), f"arrays.{a}.{k}") for k in ("first", "last", "count", "step_max")
-                              if k in spec}
+            array_specs[a] = {k: P(str(spec[k]), f"arrays.{a}.{k}")
+                              for k in ("first", "last", "count", "step_max", "step_min") if k in spec}
 
     # domain
     dom: List[Expr] = []

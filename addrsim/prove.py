@@ -193,8 +193,8 @@ def targets_for(ex: Exploration, ptr: str) -> List[Target]:
 def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
     out = []
     for acc in ex.accesses:
-        if ptr not in X.symbols(acc.base):
-            continue
+        if ptr not in acc.first or ptr not in X.symbols(acc.base):
+            continue               # only the first access of the buffer on each path is checked
         cases = leaves(acc.address)
         for assign, repl in cases:
             memo = {}
@@ -389,7 +389,7 @@ def _decide(conds, claim, ranges, timeout_ms, prob, min_budget_s):
 def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
     """What the models say about the sequence-start arrays read in ``exprs``: for every pair
     of reads of one array, a smaller offset reads a value no larger (non-decreasing), reads
-    4 bytes apart differ by at most ``step_max``, the first entry is ``first`` and entry
+    4 bytes apart differ by at least ``step_min`` and at most ``step_max``, the first entry is ``first`` and entry
     ``count - 1`` is ``last`` (1-bit IR constraints)."""
     reads: Dict[str, List[Expr]] = {}
     for e in exprs:
@@ -416,14 +416,18 @@ def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
                 seen.add(k)
                 uniq.append(n)
         step = (spec or {}).get("step_max")
+        smin = (spec or {}).get("step_min")
         for i, a in enumerate(uniq):
             for b in uniq[i + 1:]:
                 oa, ob = a.args[1], b.args[1]
                 va, vb = X.zext(a, 64), X.zext(b, 64)
                 out.append(X.bor(X.band(X.ule(oa, ob), X.ule(va, vb)), X.band(X.ult(ob, oa), X.ule(vb, va))))
-                if step is not None:
-                    for (lo, hi, vl, vh) in ((oa, ob, va, vb), (ob, oa, vb, va)):
-                        out.append(X.bor(X.bnot(X.eq(hi, X.add(lo, Const(4, 64)))), X.ule(X.sub(vh, vl), step)))
+                for (lo, hi, vl, vh) in ((oa, ob, va, vb), (ob, oa, vb, va)):
+                    nxt = X.bnot(X.eq(hi, X.add(lo, Const(4, 64))))
+                    if step is not None:
+                        out.append(X.bor(nxt, X.ule(X.sub(vh, vl), step)))
+                    if smin is not None:
+                        out.append(X.bor(nxt, X.ule(X.add(vl, smin), vh)))
     return out
 
 
@@ -661,10 +665,12 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
             ptrs[a_.name] = (0x100000000000 * (i + 1)) & (PTR_LIMIT - 1)
             argvals[a_.name] = ptrs[a_.name]
     memory: Dict[int, int] = {}
+    regions = []
     for arg, arr in prob.arrays.items():
         if arg in ptrs:
             for off, val in (model.get(arr.name + "[]") or {}).items():
                 memory[(ptrs[arg] + off) & X.mask(64)] = val
+            regions.append((ptrs[arg], ptrs[arg] + 4 * (shape.get("batch", 1) + 1)))
     env.update({k: v for k, v in model.items() if k.endswith("[]")})
     lane = model.get(LANE, 0)
     ids = {s.name: env[s.name] for s in grid.values()}
@@ -674,6 +680,7 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         try:
             m = concrete_machine(kernel, arch, ms, argvals, idset, lane // 64)
             m.memory = memory
+            m.regions = regions
             accs = run_concrete(code, m, t.access.instr.addr)
         except ReplayBudget as e:
             return _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, expected,

@@ -2,7 +2,7 @@
 files, measured in one run on the same machine, printed as a ratio; then the median and the
 slowest kernels (explore + all checks of one kernel, seconds, from the scan's JSON).
 
-    python3 benchmarks/scan_vs_objdump.py DIR_OR_WHEEL [--jobs 2] [--json OUT.json] [-- extra scan args]
+    python3 benchmarks/scan_vs_objdump.py DIR_OR_WHEEL [--jobs 2] [--json OUT.json] [extra scan options]
 
 llvm-objdump is timed the way addrsim uses it: `llvm-objdump -d` once per code object,
 sequentially.  Nothing here asserts a time; it prints numbers.
@@ -26,8 +26,8 @@ def main():
     p.add_argument("corpus")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--json", help="keep the scan's JSON report here")
-    p.add_argument("rest", nargs="*", help="extra arguments for addrsim scan (after --)")
-    a = p.parse_args()
+    a, rest = p.parse_known_args()
+    a.rest = [x for x in rest if x != "--"]
     corpus = collect([a.corpus], load_models())
     exe, _ = find_objdump()
     t = time.perf_counter()

@@ -30,3 +30,17 @@ def real_kernel() -> Path:
         with zipfile.ZipFile(wheels[0]) as z:
             z.extract(KERNEL, root / "x")
     return out
+
+
+@pytest.fixture(scope="session")
+def corpus(real_kernel) -> Path:
+    """Directory aiter_meta/hsa with every fmha_v3_bwd code object of the wheel (both archs)."""
+    root = cache_dir()
+    hsa = root / "x" / "aiter_meta" / "hsa"
+    wheels = list((root / "wheel").glob("amd_aiter-*.whl"))
+    if wheels and len(list(hsa.glob("*/fmha_v3_bwd/*.co"))) < 200:
+        with zipfile.ZipFile(wheels[0]) as z:
+            for n in z.namelist():
+                if "/fmha_v3_bwd/" in n and n.startswith("aiter_meta/hsa/"):
+                    z.extract(n, root / "x")
+    return hsa
