@@ -285,6 +285,7 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
 
     # kernel arguments: the contract, with the family's overrides
     kernargs: Dict[str, Expr] = {}
+    ptr_args = pointer_args(ms, kernel)
     cargs = dict((con or {}).get("args") or {})
     cargs.update((fam or {}).get("args") or {})
     if con is None:
@@ -293,7 +294,9 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         if a.name == "pad" or a.name in kernargs:
             continue
         w = 8 * a.size
-        if a.value_kind in ("global_buffer", "dynamic_shared_pointer") or (a.size == 8 and a.name in _pointer_names(ms)):
+        if a.name in ptr_args:
+            kernargs[a.name] = X.zext(Sym(a.name, 48, "ptr"), 64)
+        elif a.value_kind in ("global_buffer", "dynamic_shared_pointer") or (a.size == 8 and a.name in _pointer_names(ms)):
             kernargs[a.name] = X.zext(Sym(a.name, 48, "ptr"), 64) if w == 64 else Sym(a.name, w, "ptr")
         elif a.name in cargs:
             e = P(str(cargs[a.name]), f"contract {con.get('name') if con else '?'} args.{a.name}")
@@ -346,6 +349,23 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         etext[b] = text
     return Problem(layout, (con or {}).get("name"), fname, shape, fixed, bounds, kernargs, dom,
                    expected, etext, grid, lane, names, notes, mode, array_args, array_specs)
+
+
+def pointer_args(ms: ModelSet, kernel: Kernel) -> set:
+    """Kernel arguments that hold 64-bit pointers: 8-byte global buffers, and the
+    sequence-start arrays the chosen contract declares (the gfx950 metadata lists those as
+    4-byte by_value arguments although the host struct has 8-byte pointers in 16-byte slots,
+    G5:22-113; the kernel loads them with s_load_dwordx2)."""
+    out = {a.name for a in kernel.args if a.value_kind == "global_buffer" and a.size == 8}
+    con = choose_contract(ms, kernel)
+    out |= set(((con or {}).get("arrays") or {}).keys()) & set(kernel.arg_names)
+    return out
+
+
+def arg_layout(ms: ModelSet, kernel: Kernel) -> List[Tuple[str, int, int]]:
+    """(name, byte offset, size in bytes) of each argument, with pointer_args 8 bytes wide."""
+    ptrs = pointer_args(ms, kernel)
+    return [(a.name, a.offset, 8 if a.name in ptrs else a.size) for a in kernel.args]
 
 
 def _pointer_names(ms: ModelSet) -> set:

@@ -29,7 +29,7 @@ from .errors import InputError
 from .explore import Exploration, ReplayBudget, explore, run_concrete
 from .expr import Const, Expr, Sym
 from .machine import Access, ConcreteLanes, SymbolicLane, Unsupported
-from .models import SHAPE_VARS, ModelSet, Problem, build_problem, buffer_pointer, grid_symbols
+from .models import SHAPE_VARS, ModelSet, Problem, arg_layout, build_problem, buffer_pointer, grid_symbols, pointer_args
 from .idioms import exact_divisions
 from .probe import probe, shrink
 from .smt import IntEncoder, holds_bv, to_bv
@@ -78,15 +78,16 @@ def initial_machine(kernel: Kernel, arch: str, ms: ModelSet) -> Tuple[SymbolicLa
     st = kernel.initial_state(arch)
     lane = Sym(LANE, 32, "lane")
     args = {}
+    ptrs = pointer_args(ms, kernel)
     for a in kernel.args:
         if a.name == "pad" or a.name in args:
             continue
-        if a.value_kind == "global_buffer" and a.size == 8:
+        if a.name in ptrs:
             args[a.name] = X.zext(Sym(a.name, 48, "ptr"), 64)
         else:
             args[a.name] = Sym(a.name, 8 * a.size, "arg")
     kp = Sym("kernarg_ptr", 48, "ptr")
-    layout = [(a.name, a.offset, a.size) for a in kernel.args]
+    layout = arg_layout(ms, kernel)
     m = SymbolicLane(layout, args, X.zext(kp, 64), kernel.kernarg_segment_size, lane_sym=lane)
     m.sgpr[st.kernarg_sgpr] = X.extract(kp, 31, 0)
     m.sgpr[st.kernarg_sgpr + 1] = X.zext(X.extract(kp, 47, 32), 32)
@@ -100,11 +101,11 @@ def initial_machine(kernel: Kernel, arch: str, ms: ModelSet) -> Tuple[SymbolicLa
 def concrete_machine(kernel: Kernel, arch: str, ms: ModelSet, argvals: Dict[str, int],
                      ids: Dict[str, int], wave: int) -> ConcreteLanes:
     st = kernel.initial_state(arch)
-    layout = [(a.name, a.offset, a.size) for a in kernel.args]
+    layout = arg_layout(ms, kernel)
     args = {}
-    for a in kernel.args:
-        if a.name != "pad" and a.name in argvals:
-            args[a.name] = Const(argvals[a.name], 8 * a.size)
+    for name, _, size in layout:
+        if name != "pad" and name in argvals:
+            args[name] = Const(argvals[name], 8 * size)
     m = ConcreteLanes(layout, args, Const(KERNARG_PTR, 64), kernel.kernarg_segment_size)
     m.sgpr[st.kernarg_sgpr] = Const(KERNARG_PTR & 0xFFFFFFFF, 32)
     m.sgpr[st.kernarg_sgpr + 1] = Const(KERNARG_PTR >> 32, 32)
@@ -660,8 +661,9 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         except KeyError:
             argvals[name] = model.get(name, 0)
     ptrs = {}
+    pargs = pointer_args(ms, kernel)
     for i, a_ in enumerate(kernel.args):
-        if a_.value_kind == "global_buffer":
+        if a_.name in pargs:
             ptrs[a_.name] = (0x100000000000 * (i + 1)) & (PTR_LIMIT - 1)
             argvals[a_.name] = ptrs[a_.name]
     memory: Dict[int, int] = {}
