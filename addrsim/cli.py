@@ -148,6 +148,15 @@ def _scan(args) -> int:
     return exit_status(reports)
 
 
+def _signed(v: int) -> str:
+    """A 64-bit byte offset, with its signed reading when it is negative."""
+    return f"{v} (= {v - (1 << 64)})" if v >= 1 << 63 else str(v)
+
+
+def _short(text: str, limit: int = 300) -> str:
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters; full text in --json)"
+
+
 def print_table(report: dict, out=sys.stdout):
     for k in report["kernels"]:
         out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']})\n")
@@ -162,18 +171,21 @@ def print_table(report: dict, out=sys.stdout):
                 out.write(f"\n  {tag}: counterexample at {shape}\n")
                 out.write(f"    batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} "
                           f"lane={x['lane']} (access at {x['access_pc']:#x})\n")
-                out.write(f"    byte offset from (0,0): extracted {x['address']['extracted']}, "
-                          f"expected {x['address']['expected']}\n")
+                out.write(f"    byte offset from (0,0): extracted {_signed(x['address']['extracted'])}, "
+                          f"expected {_signed(x['address']['expected'])}\n")
                 args = ", ".join(f"{n}={v}" for n, v in x["kernargs"].items())
                 out.write(f"    kernel arguments: {args}\n")
-                out.write(f"    extracted: {c['extracted']}\n    expected:  {c['expected']}\n")
-                out.write(f"    extracted - expected (this layout, before preconditions): {c['difference']}\n")
+                out.write(f"    extracted: {_short(c['extracted'])}\n    expected:  {c['expected']}\n")
+                diff = c["difference"]
+                out.write(f"    extracted - expected (integer reading, this layout): {_short(diff)}"
+                          + ("   (0: the formula is right; the failure is 32-bit wraparound)" if diff == "0" else "") + "\n")
             elif c["verdict"] != "proved":
                 out.write(f"\n  {tag}: {c['verdict']}: {c['reason']}\n")
-        proved = [c for c in k["checks"] if c["verdict"] == "proved"]
-        if proved:
-            c = proved[0]
-            out.write(f"\n  extracted offset: {c['extracted']}\n  expected offset:  {c['expected']}\n")
+        for c in k["checks"]:
+            if c["verdict"] == "proved":
+                out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset {_short(c['extracted'])}\n"
+                          f"  {' ' * len(c['buffer'] + c['layout'])}         expected offset  {c['expected']}\n")
+                break
 
 
 def entry():
