@@ -160,9 +160,10 @@ def _short(text: str, limit: int = 300) -> str:
 def print_table(report: dict, out=sys.stdout):
     for k in report["kernels"]:
         out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']})\n")
-        out.write(f"  {'buffer':<7}{'layout':<8}{'verdict':<16}{'time':>7}\n")
+        lw = max([8] + [len(c["layout"]) + 2 for c in k["checks"]])
+        out.write(f"  {'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'time':>7}\n")
         for c in k["checks"]:
-            out.write(f"  {c['buffer']:<7}{c['layout']:<8}{c['verdict']:<16}{c['time_s']:>6.2f}s\n")
+            out.write(f"  {c['buffer']:<7}{c['layout']:<{lw}}{c['verdict']:<16}{c['time_s']:>6.2f}s\n")
         for c in k["checks"]:
             tag = f"{c['buffer']}/{c['layout']}"
             if c["verdict"] == "counterexample":

@@ -53,3 +53,16 @@ def test_unknown_user_layout_names_the_file(tmp_path):
                         "--layout", "v"], capture_output=True, text=True)
     assert p.returncode == 3
     assert "unknown layout 'nowhere'" in p.stderr and p.stderr.count("\n") == 1
+
+
+def test_dq_written_with_q_strides_is_refuted_when_dq_layout_differs(real_kernel):
+    """aiter's a16 kernels write dQ with Q's strides (the host passes no dQ stride and never
+    checks stride_dq == stride_q): with Q in BSHD and dQ head-major, head 1 of dQ lands at
+    Q's head stride.  Minimal shape: batch 1, nhead_q 2, seqlen 64 (the host's sk % 64 == 0)."""
+    rep = verify(real_kernel, buffers=["dq"], layouts=["bshd_dq_bhsd"], model_files=[VIEWS])
+    c = rep["kernels"][0]["checks"][0]
+    assert c["verdict"] == "counterexample"
+    x = c["counterexample"]
+    assert (x["shape"]["batch"], x["shape"]["nhead_q"], x["shape"]["seqlen_q"]) == (1, 2, 64)
+    assert x["coords"] == {"batch_id": 0, "head_id": 1}
+    assert x["address"] == {"extracted": 128 * 2, "expected": 64 * 128 * 2}
