@@ -24,8 +24,16 @@ DEFAULT_LAYOUTS = ("bhsd", "bshd", "sbhd")
 def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str] = DEFAULT_LAYOUTS,
            model_files: Sequence[str] = (), bounds: Dict[str, Tuple[int, int]] = None,
            timeout_ms: int = 10000, models: Optional[ModelSet] = None, cache: Optional[dict] = None,
-           min_budget_s: Optional[float] = None, check_budget_s: Optional[float] = None) -> dict:
+           min_budget_s: Optional[float] = None, check_budget_s: Optional[float] = None,
+           arith: str = "bv", memory_gib: Optional[float] = None, smt_dir: Optional[str] = None) -> dict:
     """Check every kernel of the code object at ``path``.
+
+    ``arith``: "bv" (hardware arithmetic, the default; counterexamples that int mode proves
+    are reported as overflows with the instruction that wraps) or "int" (unbounded
+    integers); see :mod:`addrsim.arith`.  ``memory_gib`` overrides the device memory (GiB)
+    that limits the shapes (default: the model's capacity of the code object's
+    architecture).  ``smt_dir``: directory where each undecided obligation is written as
+    SMT-LIB2 (None: not written).
 
     ``buffers`` None means every buffer of the models whose pointer argument the kernel has;
     named buffers must all exist in every kernel.
@@ -33,6 +41,10 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
     kernel without the buffer's pointer argument, malformed model file) and ToolError (no
     usable llvm-objdump)."""
+    if arith not in ("bv", "int"):
+        raise InputError("--arith", f"unknown arithmetic mode {arith!r} (bv or int)")
+    if memory_gib is not None and not memory_gib > 0:
+        raise InputError("--memory-gib", f"device memory must be positive, got {memory_gib}")
     ms = models or load_models(model_files)
     explicit = buffers is not None
     buffers = list(buffers) if buffers is not None else list(ms.buffers)
@@ -74,7 +86,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
             for b in kbufs[k.symbol]:
                 try:
                     c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms, cache, min_budget_s,
-                              check_budget_s)
+                              check_budget_s, arith, smt_dir, memory_gib)
                 except InputError:
                     raise
                 except Exception as e:  # an engine failure is an honest "unknown", never a verdict
@@ -92,10 +104,20 @@ def _check_json(c: Check) -> dict:
         cex = {"shape": x.shape, "coords": {"batch_id": x.coords["batch_id"], "head_id": x.coords["head_id"]},
                "kernargs": x.kernargs, "address": {"extracted": x.extracted, "expected": x.expected},
                "lane": x.lane, "grid": x.coords, "access_pc": x.access, "minimal": x.minimal, "replayed_on": x.replayed_on or "this kernel",
-               "arrays": {a: {str(i): v for i, v in d.items()} for a, d in x.arrays.items()}}
-    return {"buffer": c.buffer, "layout": c.layout, "verdict": c.verdict, "extracted": c.extracted,
-            "expected": c.expected, "difference": c.difference, "reason": c.reason,
-            "counterexample": cex, "time_s": c.time_s}
+               "arrays": {a: {str(i): v for i, v in d.items()} for a, d in x.arrays.items()},
+               "memory_bytes": x.memory_bytes}
+    out = {"buffer": c.buffer, "layout": c.layout, "verdict": c.verdict, "arith": c.arith,
+           "extracted": c.extracted, "expected": c.expected, "difference": c.difference, "reason": c.reason,
+           "counterexample": cex, "time_s": c.time_s}
+    if c.verdict == "counterexample":
+        out["cause"] = c.cause or "unclassified"
+        out["overflow"] = [{"kind": w.kind, "pc": w.pc, "instruction": w.text, "argument": w.name,
+                            "width": w.width, "machine": w.machine, "exact": w.exact,
+                            "formula": w.formula, "boundary": w.boundary, "text": w.describe()}
+                           for w in c.overflow]
+    if c.smt2:
+        out["smt2"] = c.smt2
+    return out
 
 
 def exit_status(reports: List[dict]) -> int:

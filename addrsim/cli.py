@@ -32,6 +32,29 @@ def _bound(text: str):
         raise argparse.ArgumentTypeError(f"expected NAME=MIN:MAX, got {text!r}") from None
 
 
+
+def _common(sp, timeout_default: int):
+    """Options of verify and scan for the arithmetic, device memory and solver hygiene."""
+    sp.add_argument("--arith", choices=("bv", "int"), default="bv",
+                    help="bv: hardware arithmetic (32-bit registers, 64-bit pairs, the host's u32 casts); "
+                         "int: unbounded integers (default bv)")
+    sp.add_argument("--memory-gib", type=float, default=None, metavar="GIB",
+                    help="device memory that every tensor must fit in (default: 192 for gfx942, 288 for gfx950)")
+    sp.add_argument("--smt-dir", metavar="DIR", default=None,
+                    help="where undecided obligations are written as SMT-LIB2 (default: next to --json/--sarif, "
+                         "else ./addrsim-smt2)")
+
+
+def _smt_dir(args) -> str:
+    import os
+    if args.smt_dir:
+        return args.smt_dir
+    for f in (getattr(args, "json", None), getattr(args, "sarif", None), getattr(args, "junit", None)):
+        if f and f != "-":
+            return os.path.join(os.path.dirname(os.path.abspath(f)), "addrsim-smt2")
+    return "addrsim-smt2"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     p = _Parser(prog="addrsim", description="Prove GPU kernels compute their buffer addresses correctly.")
     p.add_argument("--version", action="version", version=f"addrsim {__version__}")
@@ -46,6 +69,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="override a shape bound, e.g. batch=1:64")
     v.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
     v._parser_class = _Parser
+    _common(v, 10000)
     v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
                    help="user layouts file (a model file with a layouts section; repeatable)")
     sc = sub.add_parser("scan", help="check every buffer of every kernel of a corpus, for every layout (CI gate)")
@@ -61,6 +85,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="seconds for one kernel x buffer x layout check; past it the verdict is unknown")
     sc.add_argument("--min-budget", type=float, default=1.0, metavar="S",
                     help="seconds spent minimising each counterexample (0: report the first found)")
+    _common(sc, 3000)
     sc.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="worker processes")
     sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
     sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
@@ -73,7 +98,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         models = load_models(list(args.model) + list(args.layouts))
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
-                          bounds=dict(args.bound), timeout_ms=args.timeout) for f in args.files]
+                          bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
+                          memory_gib=args.memory_gib, smt_dir=_smt_dir(args)) for f in args.files]
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
@@ -118,7 +144,8 @@ def _scan(args) -> int:
             raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
         reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
                        args.min_budget, progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
-                       check_budget_s=args.check_budget)
+                       check_budget_s=args.check_budget, arith=args.arith, memory_gib=args.memory_gib,
+                       smt_dir=_smt_dir(args))
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
@@ -178,8 +205,15 @@ def print_table(report: dict, out=sys.stdout):
                 out.write(f"    kernel arguments: {args}\n")
                 out.write(f"    extracted: {_short(c['extracted'])}\n    expected:  {c['expected']}\n")
                 diff = c["difference"]
-                out.write(f"    extracted - expected (integer reading, this layout): {_short(diff)}"
-                          + ("   (0: the formula is right; the failure is 32-bit wraparound)" if diff == "0" else "") + "\n")
+                out.write(f"    extracted - expected (integer reading, this layout): {_short(diff)}\n")
+                if x.get("memory_bytes"):
+                    out.write(f"    device memory for every tensor at this shape: {x['memory_bytes'] / 2**30:.2f} GiB\n")
+                if c.get("cause") == "overflow":
+                    out.write("    OVERFLOW: proved over the integers (--arith int), refuted in hardware arithmetic\n")
+                    for w in c.get("overflow", [])[:3]:
+                        out.write(f"      wraps: {w['text']}\n")
+                elif c.get("cause") == "formula":
+                    out.write("    the formula is wrong over the integers too (not an overflow)\n")
             elif c["verdict"] != "proved":
                 out.write(f"\n  {tag}: {c['verdict']}: {c['reason']}\n")
         for c in k["checks"]:

@@ -36,6 +36,7 @@ class Exploration:
     paths: int = 0
     merges: int = 0
     loop_exits: int = 0
+    origin: dict = field(default_factory=dict)   # id(node) -> (node, pc, text) of its instruction
 
 
 def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
@@ -75,6 +76,7 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     ``targets`` have been touched on it."""
     c = _Code(code)
     out = Exploration()
+    out.origin = m0.origin     # which instruction produced each node (addrsim.arith.wrap_sites)
     # States are processed in instruction order (every explored edge goes forward: a back
     # edge ends its path), so all states that reach a join point meet there and are merged
     # into one (veritesting): data-only diamonds no longer multiply the paths.

@@ -106,6 +106,9 @@ class Machine:
         self.path: List[Expr] = []
         self.notes: List[str] = []
         self._opaque_n = 0
+        # id(node) -> (node, pc, text) of the instruction that produced it, shared by every
+        # clone (addrsim.arith.wrap_sites names the instruction that wraps)
+        self.origin: Dict[int, tuple] = {}
 
     # ------------------------------------------------------------------ values
     def opaque(self, width: int, why: str) -> Expr:
@@ -346,6 +349,8 @@ class Machine:
                     vals.append(self.read_scalar(in_ops[k], int(t[1:])))
                     k += 1
             res = s.fn(*vals)
+            if self.track_origin:
+                self._record(ins, res)
             ri = 0
             for t, o in zip(outs, out_ops):
                 self.write_scalar(o, res[ri])
@@ -365,6 +370,8 @@ class Machine:
                     vals.append(self.read_vector(in_ops[k], int(t[1:]), lane))
                 k += 1
             res = s.fn(*vals)
+            if self.track_origin and lane == 0:
+                self._record(ins, res)
             if floating and any(x.kind == "opaque" for r in res for x in X.symbols(r).values()):
                 res = tuple(self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (floating-point data)") for _ in res)
             for t, o, r in zip(outs, out_ops, res):
@@ -374,6 +381,13 @@ class Machine:
                     self.write_vector(o, r, lane, active)
         for o, bits in mask_outs.items():
             self.write_mask(o, bits)
+
+    track_origin = False
+
+    def _record(self, ins: Instr, res):
+        for r in res:
+            if isinstance(r, X.Op) and id(r) not in self.origin:
+                self.origin[id(r)] = (r, ins.addr, ins.text)
 
     def _smem(self, ins: Instr, mn: str):
         dst, base_op = ins.operands[0], ins.operands[1]
@@ -636,6 +650,8 @@ def _same_expr(a: Expr, b: Expr) -> bool:
 class SymbolicLane(Machine):
     """One generic lane of a wave: ``lane_sym`` is its work-item id x (32 bits, packed ids
     in v0 as the hardware delivers them)."""
+
+    track_origin = True
 
     nlanes = 1
 

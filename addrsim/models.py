@@ -43,6 +43,7 @@ class ModelSet:
     families: List[dict] = field(default_factory=list)
     layouts: Dict[str, dict] = field(default_factory=dict)
     arrays: Dict[str, dict] = field(default_factory=dict)
+    memory: dict = field(default_factory=dict)     # devices (GiB per arch), tensors, group_tensors
     files: List[str] = field(default_factory=list)
 
 
@@ -69,7 +70,7 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
         if doc is None:
             continue
         _need(isinstance(doc, dict), f, "top level must be a mapping")
-        known = {"shape", "grid", "derived", "buffers", "contracts", "families", "layouts", "arrays"}
+        known = {"shape", "grid", "derived", "buffers", "contracts", "families", "layouts", "arrays", "memory"}
         bad = set(doc) - known
         _need(not bad, f, f"unknown section(s) {sorted(bad)}")
         for k, v in (doc.get("shape") or {}).items():
@@ -104,6 +105,18 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
             _need(isinstance(v, dict) and all(isinstance(v.get(x), (str, int)) for x in ("first", "last", "count")),
                   f, f"arrays.{k} needs first, last and count")
             ms.arrays[k] = v
+        mem = doc.get("memory") or {}
+        _need(isinstance(mem, dict), f, "memory must be a mapping")
+        for k, v in mem.items():
+            _need(k in ("devices", "tensors", "group_tensors", "source") and (k == "source" or isinstance(v, dict)),
+                  f, f"memory.{k}: expected devices, tensors or group_tensors mappings")
+            if k == "devices":
+                _need(all(isinstance(g, (int, float)) and not isinstance(g, bool) and 0 < g < 2**20
+                          for g in v.values()), f, "memory.devices maps architectures to GiB (numbers)")
+            elif k != "source":
+                _need(all(isinstance(e, str) for e in v.values()), f, f"memory.{k} maps tensors to expressions")
+            if k != "source":
+                ms.memory.setdefault(k, {}).update(v)
         for name, lay in (doc.get("layouts") or {}).items():
             _need(isinstance(lay, dict), f, f"layouts.{name} must be a mapping")
             ms.layouts[name] = lay
@@ -164,6 +177,8 @@ class Problem:
     names: Dict[str, Expr]
     notes: List[str]
     mode: str = "batch"
+    memory: Optional[Expr] = None       # bytes every tensor of the family takes (64-bit), None: no model
+    memory_limit: int = 0               # device memory in bytes (0: no limit applied)
     arrays: Dict[str, Sym] = field(default_factory=dict)        # pointer argument -> array symbol
     array_specs: Dict[str, Dict[str, Expr]] = field(default_factory=dict)  # array -> first/last/step_max/count
 
@@ -193,9 +208,12 @@ def choose_contract(ms: ModelSet, kernel: Kernel) -> Optional[dict]:
 
 
 def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
-                  bound_overrides: Dict[str, Tuple[int, int]] = None, arch: Optional[str] = None) -> Problem:
-    """Instantiate the models for ``kernel`` in ``layout``.  Raises InputError on an unknown
-    layout or an invalid expression in a model file."""
+                  bound_overrides: Dict[str, Tuple[int, int]] = None, arch: Optional[str] = None,
+                  memory_gib: Optional[float] = None) -> Problem:
+    """Instantiate the models for ``kernel`` in ``layout``.  ``memory_gib`` overrides the
+    device memory of ``arch`` (GiB) that bounds the shape domain: the sum of the model's
+    tensor sizes (bytes) must fit.  Raises InputError on an unknown layout, an invalid
+    expression in a model file, or bounds under which the memory sum could pass 2**64."""
     src = ms.files[-1] if ms.files else "<models>"
     shape = {v: Sym(v, 64, "shape") for v in SHAPE_VARS}
     bounds = {v: ms.shape.get(v, (1, 1 << 20)) for v in SHAPE_VARS}
@@ -232,7 +250,7 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
             raise InputError(src, f"malformed model file: {what} is not a constant")
         return e.value
 
-    consts = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0}
+    consts = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0, "acc": 0}
     for k, v in ((fam or {}).get("params") or {}).items():
         consts[k] = const_of(v, f"family {fname} params.{k}")
     for k, v in consts.items():
@@ -336,6 +354,27 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     wg = kernel.reqd_workgroup_size or (256, 1, 1)
     dom.append(X.ult(lane, Const(wg[0], 32)))
 
+    # device memory: every tensor of the family must fit
+    memory, limit = None, 0
+    tens = dict(ms.memory.get("group_tensors" if mode == "group" else "tensors") or {})
+    tens.update((fam or {}).get("memory") or {})
+    terms = [P(str(e), f"memory.{t}") for t, e in tens.items() if e is not None]
+    if terms:
+        memory = terms[0]
+        for e in terms[1:]:
+            memory = X.add(memory, e)
+        from .arith import ideal_eval
+        top = ideal_eval(memory, {v: bounds[v][1] for v in SHAPE_VARS}, set())
+        if top >= 1 << 63:
+            raise InputError(src, f"the memory model's tensor sizes can pass 2**63 bytes under the shape bounds "
+                                  f"(up to {top}); lower the bounds")
+        gib = memory_gib if memory_gib is not None else (ms.memory.get("devices") or {}).get(arch or "")
+        if gib:
+            limit = int(gib * (1 << 30))
+            dom.append(X.ule(memory, Const(limit, 64)))
+        else:
+            notes.append(f"no device memory known for {arch}: shapes are not limited by memory")
+
     expected, etext = {}, {}
     fbuf = (fam or {}).get("buffers") or {}
     for b, spec in ms.buffers.items():
@@ -348,7 +387,7 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
             raise InputError(src, f"malformed model file: buffers.{b}.expected: {e}") from None
         etext[b] = text
     return Problem(layout, (con or {}).get("name"), fname, shape, fixed, bounds, kernargs, dom,
-                   expected, etext, grid, lane, names, notes, mode, array_args, array_specs)
+                   expected, etext, grid, lane, names, notes, mode, memory, limit, array_args, array_specs)
 
 
 def pointer_args(ms: ModelSet, kernel: Kernel) -> set:

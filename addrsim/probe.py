@@ -21,20 +21,26 @@ LARGE = (1024, 4096, 65536, 1 << 19, 1 << 20)
 SAMPLES = 400
 
 
-def _holds(conds: Sequence[Expr], claim: Expr, env) -> bool:
-    """Do all ``conds`` hold and the claim fail at ``env``?"""
+def _holds(conds: Sequence[Expr], claim: Expr, env, keep=None) -> bool:
+    """Do all ``conds`` hold and the claim fail at ``env``?  (``keep`` given: evaluated in
+    int mode, :func:`addrsim.arith.ideal_evaluate`.)"""
     memo = {}
+    if keep is not None:
+        from .arith import ideal_evaluate
+        ev = lambda e: ideal_evaluate(e, env, keep, memo)  # noqa: E731
+    else:
+        ev = lambda e: X.evaluate(e, env, memo)  # noqa: E731
     try:
         for c in conds:
-            if X.evaluate(c, env, memo) != 1:
+            if ev(c) != 1:
                 return False
-        return X.evaluate(claim, env, memo) == 0
+        return ev(claim) == 0
     except (KeyError, ZeroDivisionError):
         return False
 
 
 def probe(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], order: Sequence[str],
-          grid: Dict[str, str], seed: int = 0) -> Optional[Dict[str, int]]:
+          grid: Dict[str, str], seed: int = 0, keep=None) -> Optional[Dict[str, int]]:
     """A counterexample found by evaluation (symbol name -> value), shrunk; or None.
     ``grid`` maps "batch"/"head"/"tile"/"lane" to the grid and lane symbol names."""
     syms = {}
@@ -81,16 +87,16 @@ def probe(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], or
                     env[n] = 0x100000000000 + 0x1000000000 * rnd.randrange(16)
                 else:
                     env[n] = rnd.choice([lo, hi, rnd.randint(lo, hi)])
-        if _holds(conds, claim, env):
+        if _holds(conds, claim, env, keep):
             found = env
             break
     if found is None:
         return None
-    return shrink(conds, claim, ranges, order, found, syms)
+    return shrink(conds, claim, ranges, order, found, syms, keep)
 
 
 def shrink(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], order: Sequence[str],
-           found: Dict[str, int], syms=None) -> Dict[str, int]:
+           found: Dict[str, int], syms=None, keep=None) -> Dict[str, int]:
     """Each variable of ``order`` in turn set to the smallest of a few tried values that keeps
     ``found`` a counterexample (checked by evaluation)."""
     if syms is None:
@@ -116,7 +122,7 @@ def shrink(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], o
                     trial["nhead_k"] = cand
                 if n == "seqlen_q" and trial.get("seqlen_k") == cur:
                     trial["seqlen_k"] = cand
-                if _holds(conds, claim, trial):
+                if _holds(conds, claim, trial, keep):
                     found = trial
                     break
     return found

@@ -33,6 +33,7 @@ from .models import SHAPE_VARS, ModelSet, Problem, arg_layout, build_problem, bu
 from .idioms import exact_divisions
 from .probe import probe, shrink
 from .smt import IntEncoder, holds_bv, to_bv
+from .arith import ideal_evaluate, kept_wraps, wrap_sites
 
 PTR_LIMIT = 1 << 47          # allocations lie below 2**47 (user-mode canonical addresses)
 KERNARG_PTR = 0x7F0000000000
@@ -51,6 +52,7 @@ class Counterexample:
     minimal: bool = True
     arrays: Dict[str, Dict[int, int]] = field(default_factory=dict)   # array -> {index: value}
     replayed_on: str = ""            # "" for this kernel, else the sibling kernel whose replay is reused
+    memory_bytes: int = 0            # device memory every tensor of the family needs at this shape (bytes)
 
 
 @dataclass
@@ -68,6 +70,10 @@ class Check:
     time_s: float = 0.0
     accesses: List[int] = field(default_factory=list)
     division_proofs: list = field(default_factory=list)
+    arith: str = "bv"
+    cause: str = ""                   # for a counterexample: "overflow" | "formula" | "" (not classified)
+    overflow: list = field(default_factory=list)   # addrsim.arith.WrapSite, first one first
+    smt2: str = ""                    # path of the SMT-LIB2 file of an undecided obligation
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -225,18 +231,24 @@ def _feasible(conds: List[Expr]) -> bool:
 
 def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: ModelSet, buffer: str, layout: str,
           bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: int = 10000, cache: Optional[dict] = None,
-          min_budget_s: float = None, check_budget_s: float = None) -> Check:
+          min_budget_s: float = None, check_budget_s: float = None, arith: str = "bv",
+          smt_dir: Optional[str] = None, memory_gib: Optional[float] = None) -> Check:
     """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
+
+    ``arith`` "bv" (hardware arithmetic; a counterexample is then classified as an overflow
+    when int mode proves the same claim) or "int" (unbounded integers, addrsim.arith).
+    ``smt_dir``: where an undecided obligation is written as SMT-LIB2 (None: not written).
+    ``memory_gib``: device memory (GiB) that bounds the shapes, default the architecture's.
 
     ``cache`` (optional, shared across calls) maps a structural hash of each query to its
     decision, so identical address computations in sibling kernels are decided once;
     ``min_budget_s`` bounds counterexample minimisation (default MIN_BUDGET_S) and
     ``check_budget_s`` the whole check (default CHECK_BUDGET_S; past it: "unknown")."""
     t0 = time.time()
-    res = Check(buffer, layout, "unknown")
+    res = Check(buffer, layout, "unknown", arith=arith)
     ptr = buffer_pointer(ms, kernel, buffer)
     lane = Sym(LANE, 32, "lane")
-    prob = build_problem(ms, kernel, layout, lane, bounds, arch)
+    prob = build_problem(ms, kernel, layout, lane, bounds, arch, memory_gib)
     res.expected = prob.expected_text.get(buffer, "")
     tg = targets_for(ex, ptr)
     bad_ends = [e for e in ex.ends if e.reason in ("unsupported", "budget") and ptr not in e.reached]
@@ -295,7 +307,7 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
         hm: dict = {}
-        key = (X.shash(claim, hm),) + tuple(sorted(X.shash(c, hm) for c in conds))
+        key = (arith, X.shash(claim, hm)) + tuple(sorted(X.shash(c, hm) for c in conds))
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -303,20 +315,26 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         if hit is None:
             left_ms = int((deadline - time.time()) * 1000)
             if left_ms < 200:
-                return done("unknown", f"check budget of {budget_s:g} s spent before every access was decided "
-                                       f"({len(seen_keys) - 1} of {len(tg)} queries done)")
-            hit = _decide(conds, claim, ranges, min(timeout_ms, left_ms), prob, min_budget_s)
+                why = (f"check budget of {budget_s:g} s spent before every access was decided "
+                       f"({len(seen_keys) - 1} of {len(tg)} queries done)")
+                return done("unknown", why + _dump(smt_dir, kernel, buffer, layout, res,
+                                                  lambda: Query(conds, claim, ranges, timeout_ms, arith).smt2()))
+            v, m_, w_, mini, q = _decide(conds, claim, ranges, min(timeout_ms, left_ms), prob, min_budget_s, arith)
+            hit = (v, m_, w_, mini, q.smt2() if q is not None else None)
             if cache is not None:
                 cache[key] = hit
-        verdict, model, why, minimal = hit
+        verdict, model, why, minimal, smt_text = hit
         if verdict == "proved":
             continue
         if verdict == "unknown":
-            return done("unknown", why)
-        rkey = ("replay",) + key
+            return done("unknown", why + _dump(smt_dir, kernel, buffer, layout, res, lambda: smt_text))
+        rkey = ("replay", arith) + key
         cex = cache.get(rkey) if cache is not None else None
         if cex is None:
-            cex = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, buffer)
+            if arith == "int":
+                cex = _ideal_counterexample(prob, model, t, a, a00, expected, conds + [claim])
+            else:
+                cex = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, buffer)
             if cache is not None:
                 cache[rkey] = cex
         elif not isinstance(cex, str):
@@ -327,12 +345,106 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
             return done("unknown", cex)
         res.counterexample = cex
         cex.minimal = minimal
+        cex.memory_bytes = _memory_needed(prob, cex)
         why = f"access at {t.access.instr.addr:#x} ({t.access.instr.text})"
-        if res.difference == "0":
-            why += ("; the integer formula is right for this layout, the failure is 32-bit wraparound "
-                    "(the host's u32 stride cast or a 32-bit multiply)")
+        if arith == "bv":
+            res.cause, res.overflow = _classify(conds, claim, ranges, timeout_ms, deadline, cache, key, t, prob,
+                                                model, getattr(ex, "origin", None) or {})
+            if res.cause == "overflow":
+                first = res.overflow[0].describe() if res.overflow else "no single wrapping node found"
+                why += f"; OVERFLOW: the check is proved in int mode, and fails in bv because of {first}"
+            elif res.cause == "formula":
+                why += "; the formula is wrong over the integers too (int mode refutes it)"
+        else:
+            res.cause = "formula"
         return done("counterexample", why)
     return done("proved")
+
+
+def _dump(smt_dir, kernel, buffer, layout, res, text_fn) -> str:
+    """Write an undecided obligation as SMT-LIB2 under ``smt_dir``; the reason's suffix."""
+    if not smt_dir:
+        return ""
+    import re
+    from pathlib import Path
+    try:
+        text = text_fn()
+        if not text:
+            return ""
+        d = Path(smt_dir)
+        d.mkdir(parents=True, exist_ok=True)
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{kernel.symbol}.{buffer}.{layout}.{res.arith}") + ".smt2"
+        (d / name).write_text(text)
+        res.smt2 = str(d / name)
+        return f" (obligation written to {d / name})"
+    except OSError as e:
+        return f" (obligation not written: {e})"
+
+
+def _classify(conds, claim, ranges, timeout_ms, deadline, cache, key, t, prob, model, origin):
+    """Cause of a bv counterexample: ("overflow", wrap sites) when int mode proves the
+    claim, ("formula", []) when int mode refutes it too, ("", []) when undecided."""
+    ckey = ("int",) + key
+    v = cache.get(ckey) if cache is not None else None
+    if v is None:
+        left_ms = int((deadline - time.time()) * 1000)
+        if left_ms < 200:
+            return "", []
+        v = Query(conds, claim, ranges, min(timeout_ms, left_ms), "int").solve()[0]
+        if cache is not None:
+            cache[ckey] = v
+    if v == "refuted":
+        return "formula", []
+    if v != "proved":
+        return "", []
+    env = _env([t.address], model)
+    env.update({k: v for k, v in model.items() if not k.endswith("[]")})
+    env.update(prob.fixed)
+    args = {k: e for k, e in prob.kernargs.items() if not any(s.kind == "ptr" for s in X.symbols(e).values())}
+    try:
+        sites = wrap_sites(t.address, args, env, origin)
+    except Exception:   # the explanation must never hide the verdict
+        sites = []
+    return "overflow", sites
+
+
+def _memory_needed(prob: Problem, cex) -> int:
+    """Bytes of device memory the family's tensors take at the counterexample's shape (0 if
+    the models give no sizes)."""
+    if prob.memory is None:
+        return 0
+    env = dict({v: prob.bounds[v][0] for v in SHAPE_VARS}, **cex.shape)
+    try:
+        return X.evaluate(prob.memory, env)
+    except KeyError:
+        return 0
+
+
+def _ideal_counterexample(prob, model, t, a, a00, expected, exprs):
+    """An int-mode counterexample, checked by exact evaluation (the hardware does not compute
+    int mode, so there is nothing to replay on the concrete interpreter)."""
+    grid = prob.grid
+    keep = kept_wraps(exprs)
+    menv = _env([a, a00, expected], model)
+    try:
+        memo: dict = {}
+        got = ideal_evaluate(a, menv, keep, memo) - ideal_evaluate(a00, menv, keep, memo)
+        exp = ideal_evaluate(expected, menv, keep, memo)
+    except KeyError as e:
+        return f"counterexample could not be evaluated (no value for {e})"
+    if got == exp:
+        return "int-mode solver model does not violate the claim when evaluated (engine bug)"
+    shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
+    shape.update(prob.fixed)
+    if prob.mode != "group":
+        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+    args = {k: X.evaluate(e, menv) for k, e in prob.kernargs.items()
+            if not any(s.kind == "ptr" for s in X.symbols(e).values()) and all(n in menv for n in X.symbols(e))}
+    arrays = {k[:-2]: {off // 4: v for off, v in sorted(d.items())} for k, d in model.items() if k.endswith("[]")}
+    ids = {s.name: model.get(s.name, 0) for s in grid.values()}
+    return Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
+                                  grid["x"].name: ids[grid["x"].name]}, args, got, exp, model.get(LANE, 0),
+                          t.access.instr.addr, True, arrays, "exact evaluation (int mode)")
 
 
 def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str):
@@ -366,25 +478,27 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
     return cache[key]
 
 
-def _decide(conds, claim, ranges, timeout_ms, prob, min_budget_s):
-    """(verdict, model, reason, minimal): a concrete probe first, then the solver; a
-    counterexample is minimised within the budget."""
+def _decide(conds, claim, ranges, timeout_ms, prob, min_budget_s, arith="bv"):
+    """(verdict, model, reason, minimal, query): a concrete probe first, then the solver; a
+    counterexample is minimised within the budget.  ``arith`` "bv" or "int"
+    (:mod:`addrsim.arith`)."""
     grid = prob.grid
     names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     budget = MIN_BUDGET_S if min_budget_s is None else min_budget_s
-    model = probe(conds, claim, ranges, order, names)
+    keep = kept_wraps(conds + [claim]) if arith == "int" else None
+    model = probe(conds, claim, ranges, order, names, keep=keep)
     if model is not None:
         if budget <= 0:
-            return "refuted", model, None, False
-        q = Query(conds, claim, ranges, timeout_ms)
+            return "refuted", model, None, False, None
+        q = Query(conds, claim, ranges, timeout_ms, arith)
         model, minimal = minimize(q, model, prob, budget)
-        return "refuted", model, None, minimal
-    verdict, model, why, q = solve(conds, claim, ranges, timeout_ms)
+        return "refuted", model, None, minimal, None
+    verdict, model, why, q = solve(conds, claim, ranges, timeout_ms, arith)
     if verdict != "refuted":
-        return verdict, None, why, True
+        return verdict, None, why, True, (q if verdict == "unknown" else None)
     model, minimal = minimize(q, model, prob, budget)
-    return "refuted", model, None, minimal
+    return "refuted", model, None, minimal, None
 
 
 def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
@@ -457,11 +571,13 @@ class Query:
     """The negated claim under the conditions, encoded once over integers (exact encoding)
     and lazily over bit-vectors; bounds on single variables are added per call."""
 
-    def __init__(self, conds: List[Expr], claim: Expr, ranges, timeout_ms: int):
+    def __init__(self, conds: List[Expr], claim: Expr, ranges, timeout_ms: int, arith: str = "bv"):
         self.conds, self.claim, self.timeout_ms = conds, claim, timeout_ms
+        self.arith = arith
         self.ranges = dict(ranges)
         self.ranges.update(_ptr_ranges(conds + [claim]))
-        self.enc = IntEncoder(self.ranges)
+        self.keep = kept_wraps(conds + [claim]) if arith == "int" else frozenset()
+        self.enc = IntEncoder(self.ranges, ideal=arith == "int", keep=self.keep)
         self.si = z3.Solver()
         self.si.set("timeout", timeout_ms)
         for c in conds:
@@ -473,6 +589,14 @@ class Query:
         self.bmemo = None
         self.use_bv = False
         self.sels = [n for e in conds + [claim] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
+
+    def smt2(self) -> str:
+        """The obligation last given to the solver, as SMT-LIB2 text (declarations, the
+        conditions, the negated claim, ``(check-sat)``), replayable with any solver."""
+        s = getattr(self, "last", None) or self.si
+        head = (f"; addrsim obligation ({self.arith} mode): sat means a counterexample, unsat a proof\n"
+                f"; symbols: {', '.join(sorted(self.ranges))}\n")
+        return head + s.to_smt2()
 
     def _arrays(self, mdl_eval, term_of) -> Dict[str, Dict[int, int]]:
         """Array contents a solver model assigns: name + "[]" -> {byte offset: value}."""
@@ -523,11 +647,18 @@ class Query:
                 mdl = {k: zm.eval(v, model_completion=True).as_long() for k, v in self.enc.vars.items()}
                 mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True),
                                         lambda n: self.enc.memo[id(n)][0]))
+            why = s.reason_unknown() if r == z3.unknown else ""
             s.pop()
             if r == z3.unsat:
                 return "proved", None, None
-            if mdl is not None and _violates(self.conds, self.claim, mdl):
+            if mdl is not None and _violates(self.conds, self.claim, mdl, self.keep if self.arith == "int" else None):
                 return "refuted", mdl, None
+            if self.arith == "int":
+                self.last = self.si
+                if r == z3.unknown:
+                    return "unknown", None, f"solver gave up ({why}) after {tmo} ms"
+                return "unknown", None, ("the integer encoding over-approximates " + "; ".join(sorted(set(
+                    self.enc.abstracted)))[:300] + ", and its model is no counterexample")
             self.use_bv = True   # integer side inconclusive or abstracted: bit-vectors from now on
         s = self._bv()
         s.set("timeout", tmo)
@@ -545,6 +676,7 @@ class Query:
             mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True), lambda n: self.bmemo[id(n)]))
         why = s.reason_unknown() if r == z3.unknown else ""
         s.pop()
+        self.last = s
         if r == z3.unsat:
             return "proved", None, None
         if r == z3.sat:
@@ -554,16 +686,25 @@ class Query:
         return "unknown", None, f"solver gave up ({why}) after {tmo} ms"
 
 
-def solve(conds: List[Expr], claim: Expr, ranges, timeout_ms: int):
-    q = Query(conds, claim, ranges, timeout_ms)
+def solve(conds: List[Expr], claim: Expr, ranges, timeout_ms: int, arith: str = "bv"):
+    """Decide the negated claim once: (verdict, model, reason, Query)."""
+    q = Query(conds, claim, ranges, timeout_ms, arith)
     v, m, why = q.solve()
     return v, m, why, q
 
 
-def _violates(conds, claim, mdl) -> bool:
+def _violates(conds, claim, mdl, keep=None) -> bool:
+    """Does the model satisfy the conditions and break the claim, by evaluation (``keep``
+    given: in int mode, :func:`addrsim.arith.ideal_evaluate`)?"""
     env = _env(conds + [claim], mdl)
+    if keep is not None:
+        memo: dict = {}
+        ev = lambda e: ideal_evaluate(e, env, keep, memo)  # noqa: E731
+    else:
+        memo = {}
+        ev = lambda e: X.evaluate(e, env, memo)  # noqa: E731
     try:
-        return all(X.evaluate(c, env) == 1 for c in conds) and X.evaluate(claim, env) == 0
+        return all(ev(c) == 1 for c in conds) and ev(claim) == 0
     except KeyError:
         return False
 
@@ -642,7 +783,8 @@ def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
         # out of budget: shrink what is left by evaluation (cheap), keeping a counterexample
         rest = [v for v in order if v in model and (v not in fixed or time.time() > deadline)]
         model = dict(model, **shrink(q.conds, q.claim, q.ranges, rest, {k: v for k, v in model.items()
-                                                                          if not k.endswith("[]")}))
+                                                                          if not k.endswith("[]")},
+                                     keep=q.keep if q.arith == "int" else None))
     return model, minimal
 
 

@@ -131,10 +131,10 @@ def read_routes(path: str) -> Dict[str, List[dict]]:
 _WORKER: dict = {}
 
 
-def _init_worker(model_files, bounds, timeout_ms, min_budget_s, check_budget_s=None):
+def _init_worker(model_files, bounds, timeout_ms, min_budget_s, check_budget_s=None, options=None):
     from .models import load_models as _lm
     _WORKER.update(ms=_lm(model_files), bounds=bounds, timeout_ms=timeout_ms, min_budget_s=min_budget_s,
-                   check_budget_s=check_budget_s, cache={})
+                   check_budget_s=check_budget_s, cache={}, options=dict(options or {}))
 
 
 def _scan_group(paths, buffers, layouts):
@@ -146,23 +146,27 @@ def _scan_one(path, buffers, layouts):
     w = _WORKER
     try:
         return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], timeout_ms=w["timeout_ms"],
-                      cache=w["cache"], min_budget_s=w["min_budget_s"], check_budget_s=w["check_budget_s"])
+                      cache=w["cache"], min_budget_s=w["min_budget_s"], check_budget_s=w["check_budget_s"],
+                      **w["options"])
     except InputError as e:
         return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
 
 
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),
          bounds=None, timeout_ms: int = 10000, jobs: int = 1, min_budget_s: float = 1.0,
-         progress: bool = False, check_budget_s: float = 10.0) -> List[dict]:
-    """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`); reports in the
-    order of ``corpus.files``, each kernel annotated with its routed configurations."""
+         progress: bool = False, check_budget_s: float = 10.0, arith: str = "bv",
+         memory_gib: Optional[float] = None, smt_dir: Optional[str] = None) -> List[dict]:
+    """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`, which documents
+    ``arith``, ``memory_gib`` and ``smt_dir``); reports in the order of ``corpus.files``, each
+    kernel annotated with its routed configurations."""
+    options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir}
     reports: Dict[str, dict] = {}
     bar = None
     if progress:
         from tqdm import tqdm
         bar = tqdm(total=len(corpus.files), unit="co", desc="addrsim scan", leave=False)
     if jobs <= 1:
-        _init_worker(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s)
+        _init_worker(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s, options)
         for f in corpus.files:
             reports[f] = _scan_one(f, buffers, layouts)
             if bar:
@@ -173,7 +177,8 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
         for f in corpus.files:
             groups.setdefault(corpus.family.get(f, f), []).append(f)
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                                 initargs=(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s)) as ex:
+                                 initargs=(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s,
+                                           options)) as ex:
             futs = [ex.submit(_scan_group, g, buffers, layouts)
                     for g in sorted(groups.values(), key=len, reverse=True)]
             for fut in as_completed(futs):

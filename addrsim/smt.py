@@ -97,11 +97,17 @@ class IntEncoder:
     """Exact integer encoding of IR nodes, given integer ranges of the symbols.
 
     ``ranges`` maps symbol names to inclusive (lo, hi); unlisted symbols range over
-    [0, 2**width).  After encoding, ``side`` holds the constraints on fresh variables and
+    [0, 2**width).  With ``ideal=True`` the encoding is of ``int`` mode instead
+    (:mod:`addrsim.arith`): no node wraps except those in ``keep``
+    (:func:`addrsim.arith.kept_wraps`), constants added or subtracted are sign-extended
+    immediates, and signed comparisons compare the exact values.  After encoding, ``side`` holds the constraints on fresh variables and
     ``abstracted`` lists the operations that were over-approximated."""
 
-    def __init__(self, ranges: Dict[str, Tuple[int, int]]):
+    def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset()):
         self.ranges = ranges
+        self.ideal = ideal            # int mode (addrsim.arith): no wraps except in ``keep``
+        self.keep = keep
+        self._cur = None
         self.vars: Dict[str, z3.ArithRef] = {}
         self.side = []
         self.abstracted = []
@@ -110,6 +116,7 @@ class IntEncoder:
         self._fresh = 0
 
     def var(self, name: str, width: int):
+        """The integer variable of symbol ``name`` (created with its range)."""
         v = self.vars.get(name)
         if v is None:
             v = self.vars[name] = z3.Int(name)
@@ -134,8 +141,10 @@ class IntEncoder:
         r = self._go(e)
         return r[1], r[2]
 
-    def _wrap(self, t, lo, hi, w):
+    def _wrap(self, t, lo, hi, w, force=False):
         m = 1 << w
+        if not force and self.ideal and id(self._cur) not in self.keep:
+            return t, lo, hi          # int mode: this node does not wrap
         if lo >= 0 and hi < m:
             return t, lo, hi
         return t % m, 0, m - 1
@@ -151,7 +160,9 @@ class IntEncoder:
             lo, hi = self.ranges.get(n.name, (0, X.mask(w)))
             r = (self.var(n.name, w), lo, hi)
         else:
+            prev, self._cur = self._cur, n
             r = self._op(n, w)
+            self._cur = prev
         self.memo[k] = r
         return r
 
@@ -168,6 +179,16 @@ class IntEncoder:
             self.side += [t >= 0, t < (1 << 31)]
             return t, 0, (1 << 31) - 1
         A = [self._go(a) for a in n.args] if op != "ite" else None
+        exact = self.ideal and id(n) not in self.keep
+        if exact and op in ("add", "sub"):
+            # sign-extended immediates: adding 0xffffffc0 subtracts 64 (addrsim.arith)
+            A = [(z3.IntVal(v), v, v) if v is not None else x
+                 for x, v in zip(A, (_signed(c) for c in n.args))]
+        if exact and op == "sext":
+            return A[0]
+        if exact and op == "not":
+            a, al, ah = self._wrap(*A[0], w, force=True)
+            return X.mask(w) - a, X.mask(w) - ah, X.mask(w) - al
         if op == "add":
             (a, al, ah), (b, bl, bh) = A
             return self._wrap(a + b, al + bl, ah + bh, w)
@@ -222,7 +243,7 @@ class IntEncoder:
                 if isinstance(c, Const):
                     m = c.value
                     if m & (m + 1) == 0:  # low mask 2^k - 1
-                        return self._wrap(x, xl, xh, m.bit_length())
+                        return self._wrap(x, xl, xh, m.bit_length(), force=True)
                     low = (~m) & X.mask(w)
                     if low & (low + 1) == 0 and m == X.mask(w) & ~low:  # clears the low bits
                         return x - x % (low + 1), 0, xh
@@ -242,7 +263,7 @@ class IntEncoder:
             return z3.If(c == 1, a, b), min(al, bl), max(ah, bh)
         if op in ("eq", "ult", "ule", "slt", "sle"):
             (a, al, ah), (b, bl, bh) = A
-            if op in ("slt", "sle"):
+            if op in ("slt", "sle") and not exact:
                 wa = n.args[0].width
                 a = z3.If(a >= (1 << (wa - 1)), a - (1 << wa), a)
                 b = z3.If(b >= (1 << (wa - 1)), b - (1 << wa), b)
@@ -259,3 +280,10 @@ class IntEncoder:
                 return z3.If(b == 0, X.mask(w), a / b), 0, X.mask(w)
             return z3.If(b == 0, a, a % b), 0, ah
         return self.fresh(w, f"{op} node")
+
+
+def _signed(c: Expr):
+    """A constant operand read as a sign-extended immediate; None for other nodes."""
+    if isinstance(c, Const) and c.width > 1:
+        return X.to_signed(c.value, c.width)
+    return None
