@@ -294,7 +294,7 @@ def _formula(e: Expr, width: int, shape_names: Optional[Dict[str, Expr]]) -> dic
         from .symbolic_text import to_sympy
         if sum(1 for _ in X.walk(e)) > 400:
             return {}
-        f = sympy.expand(to_sympy(e))
+        f = sympy.factor_terms(sympy.expand(to_sympy(e)))
         lim = sympy.Integer(2) ** width
         coeff, rest = f.as_coeff_Mul()
         if coeff > 0 and (rest.is_Mul or rest.is_Symbol):

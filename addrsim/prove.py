@@ -588,7 +588,61 @@ class Query:
         self.bvars = None
         self.bmemo = None
         self.use_bv = False
+        self.discharged = False
         self.sels = [n for e in conds + [claim] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
+
+    def _int_check(self, bounds, tmo):
+        """One check of the integer query under extra variable bounds: (z3 result, model or
+        None, reason_unknown)."""
+        s = self.si
+        s.set("timeout", tmo)
+        s.push()
+        for k, (lo, hi) in bounds.items():
+            v = self.enc.vars.get(k)
+            if v is not None:
+                s.add(v >= lo, v <= hi)
+        r = s.check()
+        mdl = None
+        if r == z3.sat:
+            zm = s.model()
+            mdl = {k: zm.eval(v, model_completion=True).as_long() for k, v in self.enc.vars.items()}
+            mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True),
+                                    lambda n: self.enc.memo[id(n)][0]))
+        why = s.reason_unknown() if r == z3.unknown else ""
+        s.pop()
+        return r, mdl, why
+
+    def _discharge(self, budget_ms: int):
+        """Prove, node by node, that the terms the integer encoding wraps stay in range
+        under the conditions; re-encode the query without the ``mod`` of each one proved."""
+        self.discharged = True
+        deadline = time.time() + budget_ms / 1000
+        base = z3.Solver()
+        base.add(*self.enc.side)
+        for c in self.conds:
+            base.add(self.enc.holds(c))
+        nowrap = set()
+        for node, t, w in self.enc.wrapped:
+            left = int((deadline - time.time()) * 1000)
+            if left < 100:
+                break
+            base.set("timeout", min(left, max(500, budget_ms // 4)))
+            base.push()
+            base.add(z3.Or(t < 0, t >= (1 << w)))
+            if base.check() == z3.unsat:
+                nowrap.add(id(node))
+            base.pop()
+        if not nowrap:
+            return
+        self.discharged = "changed"
+        self.nowrap_proved = len(nowrap)
+        self.enc = IntEncoder(self.ranges, ideal=self.arith == "int", keep=self.keep, nowrap=nowrap)
+        self.si = z3.Solver()
+        self.si.set("timeout", self.timeout_ms)
+        for c in self.conds:
+            self.si.add(self.enc.holds(c))
+        self.si.add(self.enc.enc(self.claim) == 0)
+        self.si.add(*self.enc.side)
 
     def smt2(self) -> str:
         """The obligation last given to the solver, as SMT-LIB2 text (declarations, the
@@ -634,21 +688,13 @@ class Query:
         if self.sb is not None:
             self.sb.set("timeout", tmo)
         if not self.use_bv:
-            s = self.si
-            s.push()
-            for k, (lo, hi) in bounds.items():
-                v = self.enc.vars.get(k)
-                if v is not None:
-                    s.add(v >= lo, v <= hi)
-            r = s.check()
-            mdl = None
-            if r == z3.sat:
-                zm = s.model()
-                mdl = {k: zm.eval(v, model_completion=True).as_long() for k, v in self.enc.vars.items()}
-                mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True),
-                                        lambda n: self.enc.memo[id(n)][0]))
-            why = s.reason_unknown() if r == z3.unknown else ""
-            s.pop()
+            first = not self.discharged and bool(self.enc.wrapped)
+            r, mdl, why = self._int_check(bounds, min(tmo, FIRST_TRY_MS) if first else tmo)
+            if r == z3.unknown and first:
+                # nonlinear wraps: discharge "this node does not wrap" as separate range
+                # obligations, then retry without their mod (DOMAIN.md section 6)
+                self._discharge(tmo)
+                r, mdl, why = self._int_check(bounds, tmo)
             if r == z3.unsat:
                 return "proved", None, None
             if mdl is not None and _violates(self.conds, self.claim, mdl, self.keep if self.arith == "int" else None):
@@ -720,6 +766,7 @@ def _env(exprs, mdl):
 ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_v", "total_q", "total_k")
 
 
+FIRST_TRY_MS = 1500      # integer query before range obligations are discharged (then the full timeout)
 CHECK_BUDGET_S = 60.0    # wall-clock budget of one check (all its queries), then "unknown"
 MIN_BUDGET_S = 4.0       # wall-clock budget of counterexample minimisation per check
 MIN_ATTEMPT_MS = 800     # solver timeout of one minimisation attempt

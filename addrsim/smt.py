@@ -100,13 +100,18 @@ class IntEncoder:
     [0, 2**width).  With ``ideal=True`` the encoding is of ``int`` mode instead
     (:mod:`addrsim.arith`): no node wraps except those in ``keep``
     (:func:`addrsim.arith.kept_wraps`), constants added or subtracted are sign-extended
-    immediates, and signed comparisons compare the exact values.  After encoding, ``side`` holds the constraints on fresh variables and
+    immediates, and signed comparisons compare the exact values.  Nodes in ``nowrap`` were
+    proved not to leave their range under the query's conditions (range obligations, DOMAIN.md
+    section 6) and are encoded without ``mod``; ``wrapped`` lists the nodes that got one.  After encoding, ``side`` holds the constraints on fresh variables and
     ``abstracted`` lists the operations that were over-approximated."""
 
-    def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset()):
+    def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset(),
+                 nowrap=frozenset()):
         self.ranges = ranges
         self.ideal = ideal            # int mode (addrsim.arith): no wraps except in ``keep``
         self.keep = keep
+        self.nowrap = nowrap          # ids of nodes proved (separately) to stay in range
+        self.wrapped = []             # (node, unwrapped term, width) of every ``mod`` emitted
         self._cur = None
         self.vars: Dict[str, z3.ArithRef] = {}
         self.side = []
@@ -147,6 +152,11 @@ class IntEncoder:
             return t, lo, hi          # int mode: this node does not wrap
         if lo >= 0 and hi < m:
             return t, lo, hi
+        if not force and id(self._cur) in self.nowrap:
+            self.side += [t >= 0, t < m]             # proved separately not to wrap
+            return t, max(lo, 0), min(hi, m - 1)
+        if not force and self._cur is not None:
+            self.wrapped.append((self._cur, t, w))
         return t % m, 0, m - 1
 
     def _go(self, n: Expr):

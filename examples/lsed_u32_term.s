@@ -1,0 +1,67 @@
+// LSE base (batch_id*nhead_q + head_id) * Hs_lsed with a 32-bit s_mul_i32.  It wraps only once
+// LSE passes 4 GiB (2**30 rows); with hdim 128 and a 16-bit dtype Q alone is then 256 GiB, more
+// than an MI300X's 192 GiB: within device memory the kernel is correct.
+// Expected: bv proved with the default memory (192 GiB), counterexample with --memory-gib 2048
+// (an overflow: int mode proves it).
+        .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
+        .text
+        .globl addrsim_example_lsed_u32_term
+        .p2align 8
+        .type addrsim_example_lsed_u32_term,@function
+addrsim_example_lsed_u32_term:
+        s_load_dwordx2 s[8:9], s[0:1], 0x8       // Lse
+        s_load_dword s16, s[0:1], 0x14           // nhead_q
+        s_load_dword s17, s[0:1], 0x18           // Hs_lsed (bytes)
+        s_waitcnt lgkmcnt(0)
+        s_mul_i32 s18, s4, s16                   // batch_id * nhead_q
+        s_add_u32 s18, s18, s3                   // + head_id
+        s_mul_i32 s19, s18, s17                  // * Hs_lsed: low 32 bits only
+        s_add_u32 s8, s8, s19
+        s_addc_u32 s9, s9, 0
+        s_and_b32 s9, s9, 0xffff
+        s_or_b32 s9, s9, 0x40000                 // stride 4 bytes
+        s_mov_b32 s10, -1
+        s_mov_b32 s11, 0x20000
+        v_and_b32_e32 v1, 63, v0                 // row of this lane
+        buffer_load_dword v2, v1, s[8:11], 0 idxen
+        s_waitcnt vmcnt(0)
+        s_endpgm
+.Lfunc_end0:
+        .size addrsim_example_lsed_u32_term, .Lfunc_end0-addrsim_example_lsed_u32_term
+
+        .rodata
+        .p2align 6
+        .amdhsa_kernel addrsim_example_lsed_u32_term
+          .amdhsa_user_sgpr_kernarg_segment_ptr 1
+          .amdhsa_system_sgpr_workgroup_id_x 1
+          .amdhsa_system_sgpr_workgroup_id_y 1
+          .amdhsa_system_sgpr_workgroup_id_z 1
+          .amdhsa_next_free_vgpr 8
+          .amdhsa_next_free_sgpr 24
+          .amdhsa_accum_offset 8
+        .end_amdhsa_kernel
+
+        .amdgpu_metadata
+---
+amdhsa.version: [ 1, 2 ]
+amdhsa.kernels:
+  - .name: addrsim_example_lsed_u32_term
+    .symbol: addrsim_example_lsed_u32_term.kd
+    .kernarg_segment_size: 32
+    .kernarg_segment_align: 8
+    .group_segment_fixed_size: 0
+    .private_segment_fixed_size: 0
+    .wavefront_size: 64
+    .sgpr_count: 24
+    .vgpr_count: 8
+    .max_flat_workgroup_size: 256
+    .reqd_workgroup_size: [ 256, 1, 1 ]
+    .args:
+      - { .name: Q, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: Lse, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: BAs_q, .offset: 16, .size: 4, .value_kind: by_value }
+      - { .name: nhead_q, .offset: 20, .size: 4, .value_kind: by_value }
+      - { .name: Hs_lsed, .offset: 24, .size: 4, .value_kind: by_value }
+      - { .name: Hs_q, .offset: 28, .size: 4, .value_kind: by_value }
+...
+        .end_amdgpu_metadata
