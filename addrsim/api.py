@@ -19,13 +19,15 @@ from .prove import Check, check, initial_machine, pointers_in
 
 DEFAULT_BUFFERS = ("lse", "d")
 DEFAULT_LAYOUTS = ("bhsd", "bshd", "sbhd")
+DEFAULT_PROPERTIES = ("address", "bounds")
 
 
 def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str] = DEFAULT_LAYOUTS,
            model_files: Sequence[str] = (), bounds: Dict[str, Tuple[int, int]] = None,
            timeout_ms: int = 10000, models: Optional[ModelSet] = None, cache: Optional[dict] = None,
            min_budget_s: Optional[float] = None, check_budget_s: Optional[float] = None,
-           arith: str = "bv", memory_gib: Optional[float] = None, smt_dir: Optional[str] = None) -> dict:
+           arith: str = "bv", memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
+           properties: Sequence[str] = DEFAULT_PROPERTIES) -> dict:
     """Check every kernel of the code object at ``path``.
 
     ``arith``: "bv" (hardware arithmetic, the default; counterexamples that int mode proves
@@ -33,7 +35,9 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     integers); see :mod:`addrsim.arith`.  ``memory_gib`` overrides the device memory (GiB)
     that limits the shapes (default: the model's capacity of the code object's
     architecture).  ``smt_dir``: directory where each undecided obligation is written as
-    SMT-LIB2 (None: not written).
+    SMT-LIB2 (None: not written).  ``properties``: "address" (each buffer's (batch, head)
+    slice base against the model's formula) and/or "bounds" (every checked access inside the
+    tensor's allocation and the V#'s num_records).
 
     ``buffers`` None means every buffer of the models whose pointer argument the kernel has;
     named buffers must all exist in every kernel.
@@ -43,6 +47,9 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     usable llvm-objdump)."""
     if arith not in ("bv", "int"):
         raise InputError("--arith", f"unknown arithmetic mode {arith!r} (bv or int)")
+    for p_ in properties:
+        if p_ not in ("address", "bounds"):
+            raise InputError("--check", f"unknown property {p_!r} (address, bounds)")
     if memory_gib is not None and not memory_gib > 0:
         raise InputError("--memory-gib", f"device memory must be positive, got {memory_gib}")
     ms = models or load_models(model_files)
@@ -82,16 +89,17 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
         ex = explore(code, m, lambda a: pointers_in(a.base), targets)
         explore_s = time.time() - t0
         checks = []
-        for lay in layouts:
-            for b in kbufs[k.symbol]:
-                try:
-                    c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms, cache, min_budget_s,
-                              check_budget_s, arith, smt_dir, memory_gib)
-                except InputError:
-                    raise
-                except Exception as e:  # an engine failure is an honest "unknown", never a verdict
-                    c = Check(b, lay, "unknown", reason=f"internal error: {type(e).__name__}: {e}")
-                checks.append(_check_json(c))
+        for prop in properties:
+            for lay in layouts:
+                for b in kbufs[k.symbol]:
+                    try:
+                        c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms, cache, min_budget_s,
+                                  check_budget_s, arith, smt_dir, memory_gib, prop)
+                    except InputError:
+                        raise
+                    except Exception as e:  # an engine failure is an honest "unknown", never a verdict
+                        c = Check(b, lay, "unknown", reason=f"internal error: {type(e).__name__}: {e}", prop=prop)
+                    checks.append(_check_json(c))
         out["kernels"].append({"file": str(path), "kernel": k.symbol, "arch": co.arch,
                                "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks})
     return out
@@ -106,7 +114,7 @@ def _check_json(c: Check) -> dict:
                "lane": x.lane, "grid": x.coords, "access_pc": x.access, "minimal": x.minimal, "replayed_on": x.replayed_on or "this kernel",
                "arrays": {a: {str(i): v for i, v in d.items()} for a, d in x.arrays.items()},
                "memory_bytes": x.memory_bytes}
-    out = {"buffer": c.buffer, "layout": c.layout, "verdict": c.verdict, "arith": c.arith,
+    out = {"buffer": c.buffer, "layout": c.layout, "property": c.prop, "verdict": c.verdict, "arith": c.arith,
            "extracted": c.extracted, "expected": c.expected, "difference": c.difference, "reason": c.reason,
            "counterexample": cex, "time_s": c.time_s}
     if c.verdict == "counterexample":

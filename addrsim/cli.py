@@ -33,8 +33,20 @@ def _bound(text: str):
 
 
 
-def _common(sp, timeout_default: int):
-    """Options of verify and scan for the arithmetic, device memory and solver hygiene."""
+def _props(text: str):
+    out = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in out if t not in ("address", "bounds")]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"expected address, bounds or address,bounds, got {text!r}")
+    return out
+
+
+def _common(sp, checks_default: str):
+    """Options of verify and scan for the properties, the arithmetic, device memory and
+    solver hygiene."""
+    sp.add_argument("--check", type=_props, default=_props(checks_default), metavar="PROPS",
+                    help="properties, comma-separated: address (slice bases against the model), bounds (every "
+                         f"checked access inside its allocation and the V#'s num_records); default {checks_default}")
     sp.add_argument("--arith", choices=("bv", "int"), default="bv",
                     help="bv: hardware arithmetic (32-bit registers, 64-bit pairs, the host's u32 casts); "
                          "int: unbounded integers (default bv)")
@@ -69,7 +81,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                    help="override a shape bound, e.g. batch=1:64")
     v.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
     v._parser_class = _Parser
-    _common(v, 10000)
+    _common(v, "address,bounds")
     v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
                    help="user layouts file (a model file with a layouts section; repeatable)")
     sc = sub.add_parser("scan", help="check every buffer of every kernel of a corpus, for every layout (CI gate)")
@@ -85,7 +97,7 @@ def main(argv: Optional[List[str]] = None) -> int:
                     help="seconds for one kernel x buffer x layout check; past it the verdict is unknown")
     sc.add_argument("--min-budget", type=float, default=1.0, metavar="S",
                     help="seconds spent minimising each counterexample (0: report the first found)")
-    _common(sc, 3000)
+    _common(sc, "address")
     sc.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="worker processes")
     sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
     sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
@@ -99,7 +111,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         models = load_models(list(args.model) + list(args.layouts))
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
                           bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
-                          memory_gib=args.memory_gib, smt_dir=_smt_dir(args)) for f in args.files]
+                          memory_gib=args.memory_gib, smt_dir=_smt_dir(args), properties=args.check)
+                   for f in args.files]
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
@@ -145,7 +158,7 @@ def _scan(args) -> int:
         reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
                        args.min_budget, progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
                        check_budget_s=args.check_budget, arith=args.arith, memory_gib=args.memory_gib,
-                       smt_dir=_smt_dir(args))
+                       smt_dir=_smt_dir(args), properties=args.check)
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
@@ -188,24 +201,28 @@ def print_table(report: dict, out=sys.stdout):
     for k in report["kernels"]:
         out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']})\n")
         lw = max([8] + [len(c["layout"]) + 2 for c in k["checks"]])
-        out.write(f"  {'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'time':>7}\n")
+        out.write(f"  {'check':<9}{'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'time':>7}\n")
         for c in k["checks"]:
-            out.write(f"  {c['buffer']:<7}{c['layout']:<{lw}}{c['verdict']:<16}{c['time_s']:>6.2f}s\n")
+            out.write(f"  {c.get('property', 'address'):<9}{c['buffer']:<7}{c['layout']:<{lw}}{c['verdict']:<16}"
+                      f"{c['time_s']:>6.2f}s\n")
         for c in k["checks"]:
-            tag = f"{c['buffer']}/{c['layout']}"
+            tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
             if c["verdict"] == "counterexample":
                 x = c["counterexample"]
                 shape = " ".join(f"{n}={v}" for n, v in x["shape"].items())
                 out.write(f"\n  {tag}: counterexample at {shape}\n")
                 out.write(f"    batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} "
                           f"lane={x['lane']} (access at {x['access_pc']:#x})\n")
-                out.write(f"    byte offset from (0,0): extracted {_signed(x['address']['extracted'])}, "
-                          f"expected {_signed(x['address']['expected'])}\n")
+                if c.get("property") == "bounds":
+                    out.write(f"    {c['reason']}\n")
+                else:
+                    out.write(f"    byte offset from (0,0): extracted {_signed(x['address']['extracted'])}, "
+                              f"expected {_signed(x['address']['expected'])}\n")
                 args = ", ".join(f"{n}={v}" for n, v in x["kernargs"].items())
                 out.write(f"    kernel arguments: {args}\n")
-                out.write(f"    extracted: {_short(c['extracted'])}\n    expected:  {c['expected']}\n")
-                diff = c["difference"]
-                out.write(f"    extracted - expected (integer reading, this layout): {_short(diff)}\n")
+                if c.get("property", "address") == "address":
+                    out.write(f"    extracted: {_short(c['extracted'])}\n    expected:  {c['expected']}\n")
+                    out.write(f"    extracted - expected (integer reading, this layout): {_short(c['difference'])}\n")
                 if x.get("memory_bytes"):
                     out.write(f"    device memory for every tensor at this shape: {x['memory_bytes'] / 2**30:.2f} GiB\n")
                 if c.get("cause") == "overflow":
@@ -217,7 +234,7 @@ def print_table(report: dict, out=sys.stdout):
             elif c["verdict"] != "proved":
                 out.write(f"\n  {tag}: {c['verdict']}: {c['reason']}\n")
         for c in k["checks"]:
-            if c["verdict"] == "proved":
+            if c["verdict"] == "proved" and c.get("property", "address") == "address":
                 out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset {_short(c['extracted'])}\n"
                           f"  {' ' * len(c['buffer'] + c['layout'])}         expected offset  {c['expected']}\n")
                 break

@@ -70,6 +70,32 @@ class Access:
     lds: bool
     notes: Tuple[str, ...] = ()
     first: frozenset = frozenset()   # pointer arguments this is the first access of, on its path
+    size: int = 4                    # bytes the access reads or writes per lane
+    in_range: Expr = Const(1, 1)     # 1-bit: the V# range check passes (always 1 for global_*)
+
+
+def access_size(mnemonic: str) -> int:
+    """Bytes per lane of a buffer/global access, from its mnemonic (``_dwordx4`` 16,
+    ``_dwordx3`` 12, ``_dwordx2`` 8, ``_dword`` and packed atomics 4, ``_short``/``_d16`` 2,
+    ``_byte`` 1)."""
+    m = mnemonic
+    for tag, n in (("dwordx4", 16), ("dwordx3", 12), ("dwordx2", 8), ("x4", 16), ("x3", 12), ("x2", 8),
+                   ("dword", 4), ("pk_add", 4), ("short", 2), ("d16", 2), ("byte", 1)):
+        if tag in m:
+            return n
+    return 4
+
+
+def buffer_in_range(index: Expr, voff: Expr, ioff: int, stride: Expr, num_records: Expr, size: int) -> Expr:
+    """The MUBUF range check (MI300 ISA guide, "Buffer addressing": out-of-range loads
+    return 0 and stores are dropped): with a V# stride of 0 (raw buffer) the byte offset
+    vgpr_offset + inst_offset (the SGPR soffset is not checked) plus the access size must not
+    pass num_records; otherwise the record index must be below num_records.  A multi-dword
+    access is counted in range only when all of it is."""
+    off = X.add(X.add(X.zext(voff, 64), Const(ioff, 64)), Const(size, 64))
+    raw = X.ule(off, X.zext(num_records, 64))
+    structured = X.ult(index, num_records)
+    return X.ite(X.eq(stride, Const(0, stride.width)), raw, structured)
 
 
 @dataclass
@@ -532,7 +558,8 @@ class Machine:
                 base = self.read_vector(vaddr, 64, lane)
                 addr = X.add(base, Const(ioff & X.mask(64), 64))
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), (), base,
-                                           Const(0, 14), Const(0, 32), addr, self.lane_active(lane), False, ()))
+                                           Const(0, 14), Const(0, 32), addr, self.lane_active(lane), False, (),
+                                           size=access_size(mn)))
         if returns and vdst is not None:
             rr = self.parse_reg(vdst)
             if rr and rr[0] in ("v", "a"):
@@ -575,8 +602,11 @@ class Machine:
                 voff = self.read_vector(vaddr, 32, lane)
             addr = X.add(X.add(X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), Const(ioff, 64)),
                                X.zext(voff, 64)), X.mul(X.zext(index, 64), X.zext(stride, 64)))
+            size = access_size(mn)
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
-                                           stride, words[2], addr, self.lane_active(lane), lds, tuple(notes)))
+                                           stride, words[2], addr, self.lane_active(lane), lds, tuple(notes),
+                                           size=size, in_range=buffer_in_range(index, voff, ioff, stride,
+                                                                               words[2], size)))
         if is_load and vdata is not None:
             rr = self.parse_reg(vdata)
             if rr and rr[0] in ("v", "a"):

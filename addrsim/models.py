@@ -181,6 +181,8 @@ class Problem:
     memory_limit: int = 0               # device memory in bytes (0: no limit applied)
     arrays: Dict[str, Sym] = field(default_factory=dict)        # pointer argument -> array symbol
     array_specs: Dict[str, Dict[str, Expr]] = field(default_factory=dict)  # array -> first/last/step_max/count
+    extent: Dict[str, Expr] = field(default_factory=dict)   # buffer -> bytes of its allocation (64-bit)
+    slices: Dict[str, Expr] = field(default_factory=dict)   # buffer -> bytes of one (batch, head) slice
 
 
 def grid_symbols(ms: ModelSet) -> Dict[str, Sym]:
@@ -375,9 +377,26 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         else:
             notes.append(f"no device memory known for {arch}: shapes are not limited by memory")
 
-    expected, etext = {}, {}
+    expected, etext, extent, slices = {}, {}, {}, {}
     fbuf = (fam or {}).get("buffers") or {}
+    ekey = "group_extent" if mode == "group" else "extent"
     for b, spec in ms.buffers.items():
+        fspec = fbuf.get(b) or {}
+        # a family that redefines a buffer's offsets redefines its allocation too: no inheritance
+        etext_b = fspec.get(ekey) if ("expected" in fspec or ekey in fspec) else spec.get(ekey)
+        if etext_b is not None:
+            try:
+                extent[b] = modelexpr.parse(str(etext_b), names)
+            except modelexpr.ModelExprError as e:
+                if "unknown name" not in str(e):
+                    raise InputError(src, f"malformed model file: buffers.{b}.{ekey}: {e}") from None
+        stext = fspec.get("slice") if ("expected" in fspec or "slice" in fspec) else spec.get("slice")
+        if stext is not None and mode != "group":
+            try:
+                slices[b] = modelexpr.parse(str(stext), names)
+            except modelexpr.ModelExprError as e:
+                if "unknown name" not in str(e):
+                    raise InputError(src, f"malformed model file: buffers.{b}.slice: {e}") from None
         text = (fbuf.get(b) or {}).get("expected", spec["expected"])
         try:
             expected[b] = modelexpr.parse(text, names)
@@ -387,7 +406,8 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
             raise InputError(src, f"malformed model file: buffers.{b}.expected: {e}") from None
         etext[b] = text
     return Problem(layout, (con or {}).get("name"), fname, shape, fixed, bounds, kernargs, dom,
-                   expected, etext, grid, lane, names, notes, mode, memory, limit, array_args, array_specs)
+                   expected, etext, grid, lane, names, notes, mode, memory, limit, array_args, array_specs,
+                   extent, slices)
 
 
 def pointer_args(ms: ModelSet, kernel: Kernel) -> set:

@@ -53,6 +53,7 @@ class Counterexample:
     arrays: Dict[str, Dict[int, int]] = field(default_factory=dict)   # array -> {index: value}
     replayed_on: str = ""            # "" for this kernel, else the sibling kernel whose replay is reused
     memory_bytes: int = 0            # device memory every tensor of the family needs at this shape (bytes)
+    cause: str = ""                  # bounds: allocation | num_records | both
 
 
 @dataclass
@@ -71,7 +72,8 @@ class Check:
     accesses: List[int] = field(default_factory=list)
     division_proofs: list = field(default_factory=list)
     arith: str = "bv"
-    cause: str = ""                   # for a counterexample: "overflow" | "formula" | "" (not classified)
+    prop: str = "address"             # address | bounds
+    cause: str = ""                   # counterexample: overflow | formula | allocation | num_records | "" (unclassified)
     overflow: list = field(default_factory=list)   # addrsim.arith.WrapSite, first one first
     smt2: str = ""                    # path of the SMT-LIB2 file of an undecided obligation
 
@@ -232,8 +234,13 @@ def _feasible(conds: List[Expr]) -> bool:
 def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: ModelSet, buffer: str, layout: str,
           bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: int = 10000, cache: Optional[dict] = None,
           min_budget_s: float = None, check_budget_s: float = None, arith: str = "bv",
-          smt_dir: Optional[str] = None, memory_gib: Optional[float] = None) -> Check:
+          smt_dir: Optional[str] = None, memory_gib: Optional[float] = None, prop: str = "address") -> Check:
     """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
+
+    ``prop`` "address" (the module docstring's claim) or "bounds": every checked access of
+    the buffer, for every shape, coordinate and lane, passes the V# range check (record
+    index, or byte offset plus size, below num_records) and lies inside the tensor's
+    allocation [pointer, pointer + extent) (extent in bytes from the model's ``extent``).
 
     ``arith`` "bv" (hardware arithmetic; a counterexample is then classified as an overflow
     when int mode proves the same claim) or "int" (unbounded integers, addrsim.arith).
@@ -245,7 +252,7 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     ``min_budget_s`` bounds counterexample minimisation (default MIN_BUDGET_S) and
     ``check_budget_s`` the whole check (default CHECK_BUDGET_S; past it: "unknown")."""
     t0 = time.time()
-    res = Check(buffer, layout, "unknown", arith=arith)
+    res = Check(buffer, layout, "unknown", arith=arith, prop=prop)
     ptr = buffer_pointer(ms, kernel, buffer)
     lane = Sym(LANE, 32, "lane")
     prob = build_problem(ms, kernel, layout, lane, bounds, arch, memory_gib)
@@ -287,6 +294,13 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     if buffer not in prob.expected:
         return done("unsupported", f"layout {layout} defines no strides for the tensor of buffer {buffer}")
     expected = prob.expected[buffer]
+    if prop == "bounds":
+        if buffer not in prob.extent:
+            return done("unsupported", f"the models give no allocation extent of {buffer} for family "
+                                       f"{prob.family} in layout {layout}")
+        expected = prob.extent[buffer]
+        if any(opaque_in(t.access.in_range) for t in tg):
+            return done("unsupported", "the V# range check depends on values addrsim does not model")
     env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == 'ptr' for s in X.symbols(v).values())}
     env.update(prob.arrays)      # pointer arguments that hold a sequence-start array
     undeclared = sorted({n.args[0].name for t in tg for n in X.walk(t.address)
@@ -303,11 +317,15 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     for t in tg:
         a = X.substitute(t.address, env)
         a00 = X.substitute(a, zero_ids)
-        claim = X.eq(a, X.add(a00, expected))
+        if prop == "bounds":
+            sl = prob.slices.get(buffer)
+            claim = _bounds_claim(t, a, env, ptr, expected, prob.expected[buffer] if sl is not None else None, sl)
+        else:
+            claim = X.eq(a, X.add(a00, expected))
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
         hm: dict = {}
-        key = (arith, X.shash(claim, hm)) + tuple(sorted(X.shash(c, hm) for c in conds))
+        key = (arith, prop, X.shash(claim, hm)) + tuple(sorted(X.shash(c, hm) for c in conds))
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -331,7 +349,10 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         rkey = ("replay", arith) + key
         cex = cache.get(rkey) if cache is not None else None
         if cex is None:
-            if arith == "int":
+            if prop == "bounds":
+                cex = _bounds_counterexample(kernel, arch, code, ms, prob, t, model, a, env, ptr, expected,
+                                             conds + [claim], arith)
+            elif arith == "int":
                 cex = _ideal_counterexample(prob, model, t, a, a00, expected, conds + [claim])
             else:
                 cex = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, buffer)
@@ -347,7 +368,14 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         cex.minimal = minimal
         cex.memory_bytes = _memory_needed(prob, cex)
         why = f"access at {t.access.instr.addr:#x} ({t.access.instr.text})"
-        if arith == "bv":
+        if prop == "bounds":
+            res.cause = cex.cause
+            why += {"allocation": f": inside the V#'s num_records but outside the allocation of {buffer} "
+                                  f"(offset {cex.extracted}, extent {cex.expected} bytes)",
+                    "num_records": f": inside the allocation of {buffer} (offset {cex.extracted} of {cex.expected} "
+                                   f"bytes) but past the V#'s num_records: reads return 0, writes are dropped"
+                    }.get(cex.cause, "")
+        elif arith == "bv":
             res.cause, res.overflow = _classify(conds, claim, ranges, timeout_ms, deadline, cache, key, t, prob,
                                                 model, getattr(ex, "origin", None) or {})
             if res.cause == "overflow":
@@ -418,6 +446,94 @@ def _memory_needed(prob: Problem, cex) -> int:
         return X.evaluate(prob.memory, env)
     except KeyError:
         return 0
+
+
+def _within(a: Expr, size: int, lo: Expr, n: Expr) -> Expr:
+    """1-bit: [a, a + size) lies inside [lo, lo + n) (bytes, 64-bit)."""
+    return X.band(X.ule(lo, a), X.ule(X.add(a, Const(size, 64)), X.add(lo, n)))
+
+
+def _bounds_claim(t: Target, a: Expr, env, ptr: str, extent: Expr, slice_base=None, slice_n=None) -> Expr:
+    """1-bit: an access that passes the V# range check lies inside the allocation
+    [ptr, ptr + extent), and an access inside the workgroup's own (batch, head) slice
+    [ptr + slice_base, + slice_n) passes the range check (bytes, 64-bit).  The first fails
+    on a real out-of-allocation access; the second when tensor data the workgroup owns is
+    silently read as 0 (or a write dropped).  An access outside the slice that the V#
+    clamps (padding rows) is allowed."""
+    p = X.zext(Sym(ptr, 48, "ptr"), 64)
+    in_r = X.substitute(t.access.in_range, env)
+    ok = X.bor(X.bnot(in_r), _within(a, t.access.size, p, extent))
+    if slice_base is not None:
+        own = _within(a, t.access.size, X.add(p, slice_base), slice_n)
+        ok = X.band(ok, X.bor(X.bnot(own), in_r))
+    return ok
+
+
+def _bounds_counterexample(kernel, arch, code, ms, prob, t, model, a, env, ptr, extent, exprs, arith):
+    """A bounds counterexample, replayed on the concrete interpreter (bv) or evaluated exactly
+    (int): ``extracted`` is the access's byte offset from the buffer's pointer, ``expected``
+    the allocation's extent in bytes."""
+    grid = prob.grid
+    menv = _env(exprs, model)
+    keep = kept_wraps(exprs) if arith == "int" else None
+    ev = (lambda e: ideal_evaluate(e, menv, keep, {})) if keep is not None else (lambda e: X.evaluate(e, menv))
+    try:
+        pval = menv.get(ptr, 0)
+        off = ev(a) - pval if keep is not None else (ev(a) - pval) & X.mask(64)
+        ext = ev(extent)
+        in_r = ev(X.substitute(t.access.in_range, env))
+    except KeyError as e:
+        return f"counterexample could not be evaluated (no value for {e})"
+    inside = int(0 <= off and off + t.access.size <= ext)
+    if in_r and inside:
+        return "solver model does not violate the bounds claim when evaluated (engine bug)"
+    shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
+    shape.update(prob.fixed)
+    if prob.mode != "group":
+        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+    ids = {s.name: model.get(s.name, 0) for s in grid.values()}
+    args = {k: X.evaluate(e, menv) for k, e in prob.kernargs.items()
+            if not any(s.kind == "ptr" for s in X.symbols(e).values()) and all(n in menv for n in X.symbols(e))}
+    replayed = "exact evaluation (int mode)" if keep is not None else ""
+    if keep is None:
+        # concrete replay of the one workgroup: the same address, the same range check
+        full = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
+        full.update(prob.fixed)
+        argvals = dict(args)
+        pargs = pointer_args(ms, kernel)
+        for i, a_ in enumerate(kernel.args):
+            if a_.name in pargs:
+                argvals[a_.name] = model.get(a_.name, (0x100000000000 * (i + 1)) & (PTR_LIMIT - 1))
+        argvals[ptr] = pval
+        memory: Dict[int, int] = {}
+        regions = []
+        for arg, arr in prob.arrays.items():
+            if arg in argvals:
+                for o, val in (model.get(arr.name + "[]") or {}).items():
+                    memory[(argvals[arg] + o) & X.mask(64)] = val
+                regions.append((argvals[arg], argvals[arg] + 4 * (full.get("batch", 1) + 1)))
+        lane = model.get(LANE, 0)
+        try:
+            m = concrete_machine(kernel, arch, ms, argvals, ids, lane // 64)
+            m.memory, m.regions = memory, regions
+            accs = run_concrete(code, m, t.access.instr.addr)
+            if not accs:
+                return f"concrete replay did not reach the access at {t.access.instr.addr:#x}"
+            got = accs[lane % 64]
+            if not isinstance(got.address, Const) or not isinstance(got.in_range, Const):
+                return "concrete replay produced a non-constant address"
+            if ((got.address.value - pval) & X.mask(64)) != off or got.in_range.value != in_r:
+                return (f"bounds counterexample did not replay: offset {off} / in range {in_r} evaluated, "
+                        f"{(got.address.value - pval) & X.mask(64)} / {got.in_range.value} concretely (engine bug)")
+        except ReplayBudget as e:
+            replayed = f"not replayed: {e}; evaluated on the extracted semantics"
+        except Unsupported as e:
+            return f"counterexample could not be replayed concretely: {e}"
+    cex = Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
+                                 grid["x"].name: ids[grid["x"].name]}, args, off, ext, model.get(LANE, 0),
+                         t.access.instr.addr, True, {}, replayed)
+    cex.cause = "num_records" if not in_r else "allocation"
+    return cex
 
 
 def _ideal_counterexample(prob, model, t, a, a00, expected, exprs):
