@@ -120,7 +120,7 @@ def _check_json(c: Check) -> dict:
     if c.verdict == "counterexample":
         out["cause"] = c.cause or "unclassified"
         out["overflow"] = [{"kind": w.kind, "pc": w.pc, "instruction": w.text, "argument": w.name,
-                            "width": w.width, "machine": w.machine, "exact": w.exact,
+                            "width": w.width, "machine": w.machine, "exact": w.exact, "matters": w.matters,
                             "formula": w.formula, "boundary": w.boundary, "text": w.describe()}
                            for w in c.overflow]
     if c.smt2:

@@ -112,6 +112,19 @@ def _reason(check: dict) -> str:
 
 def _rule(buffer: str) -> dict:
     words = [w for w in re.split(r"[^0-9A-Za-z]+", buffer) if w]
+    if buffer.endswith("-bounds"):
+        b = buffer[:-len("-bounds")]
+        return {
+            "id": f"addrsim/{buffer}",
+            "name": "".join(w[:1].upper() + w[1:] for w in words[:-1]) + "InBounds",
+            "shortDescription": {"text": f"{b.upper()} accesses stay inside the tensor and the V#'s num_records"},
+            "fullDescription": {"text": (
+                f"Every checked access of the {b} buffer that passes the V# range check lies inside the "
+                f"tensor's allocation, and every access inside the workgroup's own slice passes the range "
+                f"check (otherwise it silently reads 0). When not, addrsim reports the smallest shape.")},
+            "defaultConfiguration": {"level": "error"},
+            "properties": {"tags": ["correctness", "memory-safety"]},
+        }
     return {
         "id": f"addrsim/{buffer}",
         "name": "".join(w[:1].upper() + w[1:] for w in words) + "BaseAddress",
@@ -145,6 +158,10 @@ def _message(kernel: dict, check: dict) -> str:
         return (f"Kernel {sym}: the {buf} address in layout {lay} could not be checked "
                 f"({verdict}): {_reason(check)}.")
     cex = check.get("counterexample")
+    if cex and check.get("property") == "bounds":
+        return (f"Kernel {sym}: a {buf} access in layout {lay} is out of bounds. "
+                f"Smallest failing shape: {_shape_text(cex.get('shape'))}, at {_coords_text(cex)} "
+                f"(lane {cex.get('lane')}): {_reason(check)}.")
     if not cex:
         return (f"Kernel {sym} computes a wrong {buf} address in layout {lay} "
                 f"(the report holds no counterexample){': ' + check['reason'] if check.get('reason') else ''}.")
@@ -182,7 +199,7 @@ def _result(kernel: dict, check: dict, rule_index: int, root: Optional[PathLike]
         physical["address"] = {"absoluteAddress": pc, "kind": "instruction"}
     sym = str(kernel.get("kernel"))
     return {
-        "ruleId": f"addrsim/{check.get('buffer')}",
+        "ruleId": f"addrsim/{check.get('buffer')}" + ("-bounds" if check.get("property") == "bounds" else ""),
         "ruleIndex": rule_index,
         "level": "error" if check.get("verdict") == "counterexample" else "warning",
         "message": {"text": _message(kernel, check)},
@@ -192,7 +209,8 @@ def _result(kernel: dict, check: dict, rule_index: int, root: Optional[PathLike]
         }],
         "partialFingerprints": {
             "addrsimCheck/v1": f"{os.path.basename(str(kernel.get('file')))}:{sym}:"
-                               f"{check.get('buffer')}:{check.get('layout')}"},
+                               f"{check.get('buffer')}:{check.get('layout')}"
+                               + (":bounds" if check.get("property") == "bounds" else "")},
         "properties": _properties(kernel, check),
     }
 
@@ -211,7 +229,7 @@ def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike]
     index: Dict[str, int] = {}
     results: List[dict] = []
     for kernel, check in _checks(reports):
-        buf = str(check.get("buffer"))
+        buf = str(check.get("buffer")) + ("-bounds" if check.get("property") == "bounds" else "")
         if buf not in index:
             index[buf] = len(rules)
             rules.append(_rule(buf))
@@ -291,7 +309,8 @@ def to_junit(reports: List[dict]) -> str:
         if arch and str(arch) not in arches:
             arches.append(str(arch))
         t = check.get("time_s")
-        case = TestCase(_x(f"{check.get('buffer')}/{check.get('layout')}"), _x(kernel.get("kernel")),
+        case = TestCase(_x(f"{check.get('buffer')}/{check.get('layout')}"
+                           + (" bounds" if check.get("property") == "bounds" else "")), _x(kernel.get("kernel")),
                         float(t) if t is not None else None)
         verdict = check.get("verdict")
         if verdict == "counterexample":

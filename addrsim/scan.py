@@ -155,11 +155,12 @@ def _scan_one(path, buffers, layouts):
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),
          bounds=None, timeout_ms: int = 10000, jobs: int = 1, min_budget_s: float = 1.0,
          progress: bool = False, check_budget_s: float = 10.0, arith: str = "bv",
-         memory_gib: Optional[float] = None, smt_dir: Optional[str] = None) -> List[dict]:
+         memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
+         properties: Sequence[str] = ("address",)) -> List[dict]:
     """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`, which documents
     ``arith``, ``memory_gib`` and ``smt_dir``); reports in the order of ``corpus.files``, each
     kernel annotated with its routed configurations."""
-    options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir}
+    options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties)}
     reports: Dict[str, dict] = {}
     bar = None
     if progress:
@@ -219,7 +220,8 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
         for k in r["kernels"]:
             by_buf: Dict[str, Dict[str, str]] = {}
             for c in k["checks"]:
-                by_buf.setdefault(c["buffer"], {})[c["layout"]] = c["verdict"]
+                tag = c["buffer"] + ("[bounds]" if c.get("property") == "bounds" else "")
+                by_buf.setdefault(tag, {})[c["layout"]] = c["verdict"]
                 counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
                 if c["verdict"] == "counterexample":
                     cexs.append((k, c))
@@ -237,9 +239,17 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
             x = c["counterexample"]
             shape = " ".join(f"{a}={b}" for a, b in x["shape"].items() if not a.startswith("total_"))
             mark = "" if x.get("minimal", True) else " (not proven minimal)"
-            out.append(f"  {k['arch']}/{Path(k['file']).name} {c['buffer']}/{c['layout']}: {shape} "
-                       f"batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']}: extracted "
-                       f"{x['address']['extracted']}, expected {x['address']['expected']}{mark}")
+            if c.get("cause") == "overflow":
+                mark += " OVERFLOW"
+            what = (f"offset {x['address']['extracted']}, allocation {x['address']['expected']} bytes ({c.get('cause')})"
+                    if c.get("property") == "bounds" else
+                    f"extracted {x['address']['extracted']}, expected {x['address']['expected']}")
+            prop = " bounds" if c.get("property") == "bounds" else ""
+            out.append(f"  {k['arch']}/{Path(k['file']).name} {c['buffer']}/{c['layout']}{prop}: {shape} "
+                       f"batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']}: {what}{mark}")
+            ov = c.get("overflow") or []
+            if ov:
+                out.append(f"      wraps: {ov[0]['text']}")
             if corpus.tables:
                 routes = k.get("routes") or []
                 if routes:

@@ -46,12 +46,18 @@ def test_pinned_verdicts(name, corpus):
     path = corpus / arch / "fmha_v3_bwd" / file
     st = PINNED["settings"]
     rep = verify(path, timeout_ms=st["timeout_ms"], min_budget_s=st["min_budget_s"],
-                 check_budget_s=st["check_budget_s"], cache={})
+                 check_budget_s=st["check_budget_s"], cache={}, arith=st.get("arith", "bv"),
+                 properties=st.get("properties", ["address"]))
     got = {f"{c['buffer']}/{c['layout']}": c["verdict"] for c in rep["kernels"][0]["checks"]}
     want = PINNED["kernels"][name]["verdicts"]
     assert set(got) == set(want)
     changed = {k: (want[k], got[k]) for k in want if want[k] != got[k] and "unknown" not in (want[k], got[k])}
     assert not changed, f"{name}: pinned -> now: {changed}"
+    causes = {f"{c['buffer']}/{c['layout']}": c.get("cause") for c in rep["kernels"][0]["checks"]}
+    want_c = PINNED["kernels"][name].get("causes", {})
+    moved = {k: (v, causes[k]) for k, v in want_c.items() if got.get(k) == "counterexample"
+             and causes[k] not in (v, "unclassified")}
+    assert not moved, f"{name}: counterexample causes changed (pinned -> now): {moved}"
     timing = {k: (want[k], got[k]) for k in want if want[k] != got[k]}
     if timing:
         warnings.warn(f"{name}: verdicts that depend on solver time changed: {timing}")

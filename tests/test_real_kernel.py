@@ -21,7 +21,7 @@ from addrsim.api import verify
 @pytest.fixture(scope="module")
 def report(real_kernel):
     # a generous minimisation budget: the shapes below are the proven-minimal ones
-    return verify(real_kernel, buffers=["lse", "d"], min_budget_s=60)
+    return verify(real_kernel, buffers=["lse", "d"], min_budget_s=60, properties=["address"])
 
 
 def verdicts(report):
@@ -58,7 +58,14 @@ def test_wrap_counterexample(report, buffer, layout, lane_wave):
         + x["coords"]["head_id"] * sh["seqlen_q"] * 4
     assert x["address"]["extracted"] != x["address"]["expected"]
     assert x["lane"] // 64 == lane_wave         # LSE is read by waves 0-1, D by waves 2-3
-    assert "wraparound" in c["reason"]
+    # an overflow (int mode proves the check), first cause the host's u32 cast of BAs, and the
+    # shape fits in an MI300X with every tensor of the family
+    assert c["cause"] == "overflow" and "OVERFLOW" in c["reason"]
+    first = c["overflow"][0]
+    assert (first["kind"], first["argument"], first["width"]) == ("argument", "BAs", 32)
+    assert first["exact"] == sh["nhead_q"] * sh["seqlen_q"] * 128 * 2 and first["machine"] == x["kernargs"]["BAs"]
+    assert first["boundary"] == "nhead_q*seqlen_q >= 2**24"
+    assert 0 < x["memory_bytes"] <= 192 << 30
 
 
 def test_extracted_formula(report):

@@ -1,0 +1,166 @@
+"""Machine-faithful arithmetic (issue 4): bv vs int mode, overflow reports with the wrapping
+instruction, device-memory feasibility, bounds (allocation and num_records), SMT-LIB2 dumps.
+
+Synthetic kernels from examples/ (gfx942, hdim 128, bf16: family addrsim-examples-hd128)."""
+from pathlib import Path
+
+import pytest
+import z3
+
+from addrsim import expr as X
+from addrsim.api import verify
+from addrsim.arith import ideal_eval, ideal_evaluate, kept_wraps
+from addrsim.expr import Const, Sym
+
+from test_examples import MODEL, build
+
+GIB = 1 << 30
+
+
+def only(rep):
+    (c,) = rep["kernels"][0]["checks"]
+    return c
+
+
+# ----------------------------------------------------------------------------- int mode semantics
+
+def test_int_mode_keeps_64_bit_products_exact():
+    """s_mul_i32 + s_mul_hi_u32 on the same operands is a 64-bit product: in int mode the low
+    half still wraps (it is a half), so concat(hi, lo) is the exact product, not lo + hi*2^32
+    with lo unbounded."""
+    a, b = Sym("a", 32), Sym("b", 32)
+    lo, hi = X.mul(a, b), X.mulhu(a, b)
+    pair = X.concat(hi, lo)
+    keep = kept_wraps([pair])
+    assert id(lo) in keep
+    env = {"a": 0xFFFF_FFFF, "b": 0x1_0001}
+    assert ideal_eval(pair, env, keep) == 0xFFFF_FFFF * 0x1_0001
+    # a lone 32-bit product does not wrap in int mode, and wraps in bv
+    assert ideal_eval(lo, env, kept_wraps([lo])) == 0xFFFF_FFFF * 0x1_0001
+    assert X.evaluate(lo, env) == (0xFFFF_FFFF * 0x1_0001) % (1 << 32)
+
+
+def test_int_mode_host_cast_and_pointer_halves():
+    """u32(x) (the host's cast) keeps the whole value in int mode; a 48-bit pointer split in
+    32-bit halves and rebuilt with a carry is the same pointer plus the offset."""
+    x = Sym("x", 64, "shape")
+    cast = X.extract(x, 31, 0)
+    assert ideal_eval(cast, {"x": 5 << 32}, kept_wraps([cast])) == 5 << 32
+    p = Sym("p", 48, "ptr")
+    lo, hi = X.extract(p, 31, 0), X.zext(X.extract(p, 47, 32), 32)
+    off = Sym("off", 32)
+    s = X.add(lo, off)
+    carry = X.ult(s, lo)
+    addr = X.concat(X.add(hi, X.zext(carry, 32)), s)
+    env = {"p": 0x7FFF_FFFF_FF00, "off": 0x200}
+    keep = kept_wraps([addr])
+    assert ideal_eval(addr, env, keep) == 0x7FFF_FFFF_FF00 + 0x200 == X.evaluate(addr, env)
+
+
+def test_int_mode_negative_immediates():
+    """s_add_u32 s0, s0, 0xffffffc0 subtracts 64 in both modes."""
+    v = Sym("v", 32)
+    e = X.add(v, Const(0xFFFF_FFC0, 32))
+    assert ideal_eval(e, {"v": 100}, set()) == 36 == X.evaluate(e, {"v": 100})
+
+
+# ----------------------------------------------------------------------------- examples
+
+def test_32_bit_slice_term_is_an_overflow(tmp_path):
+    """q_slice_u32: (batch_id*nhead_q + head_id) * Hs_q in a 32-bit s_mul_i32.  BHSD: proved
+    over the integers, refuted in hardware arithmetic at a shape whose tensors fit in an
+    MI300X; the report names the s_mul_i32 and the boundary."""
+    co = build("q_slice_u32", tmp_path)
+    c = only(verify(co, buffers=["q"], layouts=["bhsd"], model_files=[MODEL], properties=["address"], arith="int"))
+    assert c["verdict"] == "proved" and c["arith"] == "int"
+    c = only(verify(co, buffers=["q"], layouts=["bhsd"], model_files=[MODEL], properties=["address"]))
+    assert c["verdict"] == "counterexample" and c["cause"] == "overflow"
+    x = c["counterexample"]
+    sh, ids = x["shape"], x["coords"]
+    # Q's byte offset of the slice passes 2^32 (the shape is minimal: batch 1, the head term)
+    assert (ids["batch_id"] * sh["nhead_q"] + ids["head_id"]) * sh["seqlen_q"] * 256 >= 1 << 32
+    assert x["address"]["extracted"] == x["address"]["expected"] % (1 << 32)
+    assert 0 < x["memory_bytes"] <= 192 * GIB
+    w = c["overflow"][0]
+    assert w["kind"] == "instruction" and w["instruction"].startswith("s_mul_i32") and w["matters"]
+    assert w["boundary"] == "seqlen_q*(batch_id*nhead_q + head_id) >= 2**24"
+    assert w["exact"] >= 1 << 32 and w["machine"] == w["exact"] % (1 << 32)
+
+
+def test_64_bit_slice_term_is_proved_in_both_modes(tmp_path):
+    """q_slice_u64: the same product with s_mul_i32 + s_mul_hi_u32 and the carry."""
+    co = build("q_slice_u64", tmp_path)
+    for arith in ("bv", "int"):
+        c = only(verify(co, buffers=["q"], layouts=["bhsd"], model_files=[MODEL], properties=["address"], arith=arith))
+        assert c["verdict"] == "proved", (arith, c["reason"])
+
+
+def test_wrap_beyond_device_memory_is_not_reported(tmp_path):
+    """lsed_u32_term: the 32-bit LSE term wraps only past 2^30 rows, when Q alone (hdim 128,
+    bf16) is 256 GiB.  Proved within an MI300X's 192 GiB; with 2 TiB of memory the wrap is a
+    counterexample whose tensors need more than 192 GiB."""
+    co = build("lsed_u32_term", tmp_path)
+    c = only(verify(co, buffers=["lse"], layouts=["bhsd"], model_files=[MODEL], properties=["address"]))
+    assert c["verdict"] == "proved", c["reason"]
+    c = only(verify(co, buffers=["lse"], layouts=["bhsd"], model_files=[MODEL], properties=["address"],
+                    memory_gib=2048, min_budget_s=0))
+    assert c["verdict"] == "counterexample" and c["cause"] == "overflow"
+    x = c["counterexample"]
+    assert 192 * GIB < x["memory_bytes"] <= 2048 * GIB
+    sh, ids = x["shape"], x["coords"]
+    assert (ids["batch_id"] * sh["nhead_q"] + ids["head_id"]) * sh["seqlen_q"] * 4 >= 1 << 32
+
+
+def test_access_past_num_records(tmp_path):
+    """lse_num_records: the slice base is right, but the raw V#'s num_records covers one head,
+    so head 1's rows read as 0: address proved, bounds refuted (cause num_records)."""
+    co = build("lse_num_records", tmp_path)
+    rep = verify(co, buffers=["lse"], layouts=["bhsd"], model_files=[MODEL])
+    got = {c["property"]: c for c in rep["kernels"][0]["checks"]}
+    assert got["address"]["verdict"] == "proved"
+    b = got["bounds"]
+    assert b["verdict"] == "counterexample" and b["cause"] == "num_records"
+    x = b["counterexample"]
+    assert x["coords"]["head_id"] >= 1
+    # inside the allocation (extent = nhead_q * seqlen_q * 4 bytes for batch 1) ...
+    assert x["address"]["extracted"] + 4 <= x["address"]["expected"]
+    # ... and at or past num_records = Hs_lsed = seqlen_q * 4 bytes from the batch's base
+    assert x["address"]["extracted"] >= x["shape"]["seqlen_q"] * 4
+    assert x["replayed_on"] == "this kernel"
+
+
+def test_short_sequence_reads_past_the_tensor(tmp_path):
+    """q_slice_u64 reads row lane%64 of its slice with num_records = -1 (no clamping): for
+    seqlen_q < 64 the last head's rows run past Q's allocation (cause allocation)."""
+    co = build("q_slice_u64", tmp_path)
+    c = only(verify(co, buffers=["q"], layouts=["bhsd"], model_files=[MODEL], properties=["bounds"]))
+    assert c["verdict"] == "counterexample" and c["cause"] == "allocation"
+    x = c["counterexample"]
+    assert x["shape"]["seqlen_q"] < 64
+    assert x["address"]["extracted"] + 4 > x["address"]["expected"]     # offset + 4 bytes > extent
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "sbhd"])
+def test_real_kernel_lse_reads_in_bounds(real_kernel, layout):
+    """bwd_hd128_bf16_a16_rtne: the LSE and D reads (64 rows per key tile, seqlen_q % 64 == 0
+    by the host's routing) stay inside their [batch, nhead_q, seqlen_q] fp32 allocations and
+    inside num_records for every shape that fits in an MI300X."""
+    rep = verify(real_kernel, buffers=["lse", "d"], layouts=[layout], properties=["bounds"])
+    got = {c["buffer"]: c["verdict"] for c in rep["kernels"][0]["checks"]}
+    assert got == {"lse": "proved", "d": "proved"}, rep
+
+
+def test_undecided_obligation_is_written_as_smtlib(tmp_path):
+    """A solver timeout gives "unknown" and the obligation as SMT-LIB2 that Z3 reads back."""
+    co = build("lsed_u32_term", tmp_path)
+    out = tmp_path / "smt"
+    c = only(verify(co, buffers=["lse"], layouts=["bhsd"], model_files=[MODEL], properties=["address"],
+                    timeout_ms=1, check_budget_s=0.5, smt_dir=str(out)))
+    assert c["verdict"] == "unknown"
+    files = list(out.glob("*.smt2"))
+    assert len(files) == 1 and c["smt2"] == str(files[0])
+    text = files[0].read_text()
+    assert "(check-sat)" in text
+    s = z3.Solver()
+    s.from_string(text)
+    assert len(s.assertions()) > 0
