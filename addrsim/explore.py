@@ -37,6 +37,8 @@ class Exploration:
     merges: int = 0
     loop_exits: int = 0
     origin: dict = field(default_factory=dict)   # id(node) -> (node, pc, text) of its instruction
+    heads: dict = field(default_factory=dict)    # loop header address -> states on first arrival
+    back_states: list = field(default_factory=list)   # states at the back edge (one-iteration runs)
 
 
 def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
@@ -62,6 +64,9 @@ def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
     raise Unsupported(f"branch {mn}")
 
 
+MAX_HEAD_STATES = 4
+
+
 class _Code:
     def __init__(self, code: List[Instr]):
         self.code = code
@@ -69,19 +74,23 @@ class _Code:
 
 
 def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterable[str]],
-            targets: Set[str], max_paths: int = MAX_PATHS, max_steps: int = MAX_STEPS) -> Exploration:
-    """Symbolically execute ``code`` from its first instruction.
+            targets: Set[str], max_paths: int = MAX_PATHS, max_steps: int = MAX_STEPS,
+            start: int = 0, region: Optional[Tuple[int, int]] = None, body_of: Optional[int] = None) -> Exploration:
+    """Symbolically execute ``code`` from instruction index ``start`` (default its first).
 
     ``goal(access)`` names the buffers an access may touch; a path stops once all of
-    ``targets`` have been touched on it."""
+    ``targets`` have been touched on it.  The state on first arriving at each loop header is
+    kept in ``heads`` (header address -> states).  One loop iteration (addrsim.loops): with
+    ``region`` (lo, hi) addresses, a path that leaves it ends ("exit"), and with ``body_of``
+    a header address, a back edge to it ends the path keeping its state in ``back_states``."""
     c = _Code(code)
     out = Exploration()
     out.origin = m0.origin     # which instruction produced each node (addrsim.arith.wrap_sites)
     # States are processed in instruction order (every explored edge goes forward: a back
     # edge ends its path), so all states that reach a join point meet there and are merged
     # into one (veritesting): data-only diamonds no longer multiply the paths.
-    heap: List[Tuple[int, int, Machine, frozenset]] = [(0, 0, m0, frozenset())]
-    waiting: Dict[int, int] = {0: 1}
+    heap: List[Tuple[int, int, Machine, frozenset]] = [(start, 0, m0, frozenset())]
+    waiting: Dict[int, int] = {start: 1}
     seq = 1
     solver = z3.Solver()
     solver.set("timeout", 2000)
@@ -128,9 +137,15 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                 break
             ins = code[idx]
             out.steps += 1
+            if region is not None and not (region[0] <= ins.addr <= region[1]):
+                out.ends.append(PathEnd("exit", f"leaves the loop at {ins.addr:#x}", tuple(m.path), reached))
+                break
             if ins.addr in headers and ins.addr not in m.loop_entry:
                 m.loop_entry = dict(m.loop_entry)
                 m.loop_entry[ins.addr] = len(m.path)
+                hs = out.heads.setdefault(ins.addr, [])
+                if len(hs) < MAX_HEAD_STATES and body_of is None:
+                    hs.append(m.clone())
             if out.steps > max_steps:
                 out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
                 heap = []
@@ -166,6 +181,11 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                     mm = m if k == len(succ) - 1 else m.clone()
                     if cnd is not None:
                         mm.path.append(cnd)
+                    if tgt <= ins.addr and body_of is not None and tgt == body_of:
+                        out.back_states.append(mm)
+                        out.ends.append(PathEnd("iteration", f"back edge {ins.addr:#x} -> {tgt:#x}", tuple(mm.path),
+                                                reached, (tgt, ins.addr)))
+                        continue
                     if tgt <= ins.addr:
                         out.ends.append(PathEnd("backedge", f"loop back edge {ins.addr:#x} -> {tgt:#x} (first iteration only)",
                                                 tuple(mm.path), reached, (tgt, ins.addr)))
@@ -296,9 +316,11 @@ class ReplayBudget(Exception):
     """The concrete run needed more than its instruction budget (a long loop)."""
 
 
-def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 60_000) -> Optional[List[Access]]:
-    """Run one wave concretely until the instruction at ``stop_addr`` executes for the first
-    time; return its per-lane accesses (None if it is never reached).  Raises Unsupported, and
+def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 60_000,
+                 occurrence: int = 1) -> Optional[List[Access]]:
+    """Run one wave concretely until the instruction at ``stop_addr`` executes for the
+    ``occurrence``-th time (default the first: later ones are later loop iterations); return
+    its per-lane accesses (None if it is never reached that often).  Raises Unsupported, and
     ReplayBudget past ``max_steps`` instructions."""
     c = _Code(code)
     idx = 0
@@ -325,6 +347,8 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
             continue
         r = m.step(ins)
         if ins.addr == stop_addr:
-            return m.last_access if r == "access" else None
+            occurrence -= 1
+            if occurrence <= 0:
+                return m.last_access if r == "access" else None
         idx += 1
     return None

@@ -76,6 +76,7 @@ class Check:
     cause: str = ""                   # counterexample: overflow | formula | allocation | num_records | "" (unclassified)
     overflow: list = field(default_factory=list)   # addrsim.arith.WrapSite, first one first
     smt2: str = ""                    # path of the SMT-LIB2 file of an undecided obligation
+    loops: bool = False               # proved for every iteration of the loops that access the buffer
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -386,7 +387,119 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         else:
             res.cause = "formula"
         return done("counterexample", why)
+    if prop == "address":
+        lc = _loop_check(kernel, arch, code, ex, ms, prob, ptr, env, expected, zero_ids, ranges, timeout_ms,
+                         deadline, cache, buffer, arith)
+        if lc is not None:
+            verdict, why, cex = lc
+            if cex is not None:
+                res.counterexample = cex
+                cex.memory_bytes = _memory_needed(prob, cex)
+                res.cause = "loop"
+            return done(verdict, why + (_dump(smt_dir, kernel, buffer, layout, res, lambda: "")
+                                        if verdict == "unknown" else ""))
+        res.loops = True
     return done("proved")
+
+
+def _loop_check(kernel, arch, code, ex, ms, prob, ptr, env, expected, zero_ids, ranges, timeout_ms, deadline,
+                cache, buffer, arith):
+    """Every iteration of each loop that accesses ``buffer`` (addrsim.loops): None when the
+    induction proves it, else (verdict, reason, Counterexample or None)."""
+    from .loops import generic_iteration, loops_of, obligations
+    ptr_accs = [a.instr.addr for a in ex.accesses if ptr in X.symbols(a.base) and pointers_in(a.base) == [ptr]]
+    first_pcs = frozenset(t.access.instr.addr for t in targets_for(ex, ptr))   # proved for iteration 1
+    bodies = ex.__dict__.setdefault("_bodies", {})
+    for head, end in loops_of(code):
+        if not any(head <= pc <= end for pc in ptr_accs):
+            continue
+        for k, entry in enumerate(ex.heads.get(head, [])):
+            if (head, end, k) not in bodies:
+                bodies[(head, end, k)] = generic_iteration(code, entry, head, end, lambda a: pointers_in(a.base))
+            ind = obligations(bodies[(head, end, k)], ptr, pointers_in, zero_ids, expected, env, first_pcs)
+            if ind.verdict == "unsupported":
+                return "unsupported", ind.reason, None
+            for ob in ind.obligations:
+                v, model, why, what, pc = None, None, "", ob[2], ob[3]
+                while ob is not None:
+                    conds, claim, what, pc = ob[:4]
+                    conds = conds + list(prob.domain)
+                    conds += array_facts(conds + [claim], prob)
+                    hm: dict = {}
+                    key = ("loop", arith, X.shash(claim, hm)) + tuple(sorted(X.shash(c, hm) for c in conds))
+                    hit = cache.get(key) if cache is not None else None
+                    if hit is None:
+                        left_ms = int((deadline - time.time()) * 1000)
+                        if left_ms < 200:
+                            return "unknown", f"check budget spent before the loop {head:#x}-{end:#x} was proved", None
+                        v_, model_, why_, _ = solve(conds, claim, ranges, min(timeout_ms, left_ms), arith)
+                        hit = (v_, model_, why_)
+                        if cache is not None:
+                            cache[key] = hit
+                    v, model, why = hit
+                    ob = ob[4] if v != "proved" and len(ob) > 4 else None
+                if v == "proved":
+                    continue
+                if v == "unknown":
+                    return "unknown", f"loop {head:#x}-{end:#x}, {what}: {why}", None
+                # refuted for some loop-carried values: confirm on the concrete interpreter
+                target_pc = pc or next(p for p in ptr_accs if head <= p <= end)
+                cex = _confirm_loop(kernel, arch, code, ms, prob, model, target_pc, expected, buffer, deadline)
+                if cex is not None:
+                    return "counterexample", (f"iteration {cex.replayed_on}: the {what} in the loop "
+                                              f"{head:#x}-{end:#x} is not the same for every (batch_id, head_id)"), cex
+                return "unknown", (f"loop {head:#x}-{end:#x}: the {what} is not provably the same for every "
+                                   f"(batch_id, head_id) over all loop-carried values, and replaying the first "
+                                   f"{REPLAY_ITERATIONS} iterations found no wrong address"), None
+    return None
+
+
+REPLAY_ITERATIONS = 4
+
+
+def _confirm_loop(kernel, arch, code, ms, prob, model, pc, expected, buffer, deadline=None):
+    """A concrete counterexample in a later iteration: the model's shape and ids, then the
+    same with longer sequences (more iterations), each checked against the domain; stops at
+    ``deadline`` (time.time() value)."""
+    grid = prob.grid
+    ids = {grid["z"].name, grid["y"].name, grid["x"].name, LANE}
+    base = {k: v for k, v in model.items() if k in SHAPE_VARS or k in ids or k.endswith("[]")}
+    bid, hid = base.get(grid["z"].name, 0), base.get(grid["y"].name, 0)
+    small = dict(base, batch=bid + 1, nhead_q=hid + 1, nhead_k=1)
+    tiny = dict(small, seqlen_k=small.get("seqlen_q", 1), **{grid["x"].name: 0})
+    tries = []
+    for t0 in (tiny, small, base):        # the smallest workgroup grid first, then the model's
+        for n in (0, 256, 1024):          # then longer sequences (more iterations)
+            t = dict(t0)
+            for v in ("seqlen_q", "seqlen_k") if t0 is not tiny else ("seqlen_q",):
+                t[v] = max(t.get(v, 1), n)
+            if t0 is tiny:
+                t["seqlen_k"] = t["seqlen_q"]
+            if "total_q" in t:
+                t["total_q"] = max(t["total_q"], t["seqlen_q"])
+            if "total_k" in t:
+                t["total_k"] = max(t["total_k"], t["seqlen_k"])
+            tries.append(t)
+    fake = Target(Access(Instr(pc, "", (), (), f"access at {pc:#x}"), "load", (), (), Const(0, 64), Const(0, 14),
+                         Const(0, 32), Const(0, 64), Const(1, 1), False), [], Const(0, 64))
+    for m in tries:
+        env = dict({v: prob.bounds[v][0] for v in SHAPE_VARS}, **m)
+        env.update(prob.fixed)
+        try:
+            if not all(X.evaluate(c, env) == 1 for c in prob.domain):
+                continue
+        except KeyError:
+            continue
+        for n in range(2, REPLAY_ITERATIONS + 1):
+            if deadline is not None and time.time() > deadline:
+                return None
+            r = replay(kernel, arch, code, ms, prob, fake, env, None, None, expected, buffer, occurrence=n)
+            if isinstance(r, Counterexample):
+                r.replayed_on = str(n)
+                return r
+            if "did not reach" in r or "not replayed" in r:
+                break
+    return None
 
 
 def _dump(smt_dir, kernel, buffer, layout, res, text_fn) -> str:
@@ -951,8 +1064,9 @@ def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
     return model, minimal
 
 
-def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expected, buffer):
-    """Concrete replay of a counterexample; returns a Counterexample or the reason it failed."""
+def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expected, buffer, occurrence: int = 1):
+    """Concrete replay of a counterexample; returns a Counterexample or the reason it failed.
+    ``occurrence``: compare the n-th execution of the access (a later loop iteration)."""
     grid = prob.grid
     shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
     shape.update(prob.fixed)
@@ -988,15 +1102,18 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
             m = concrete_machine(kernel, arch, ms, argvals, idset, lane // 64)
             m.memory = memory
             m.regions = regions
-            accs = run_concrete(code, m, t.access.instr.addr)
+            accs = run_concrete(code, m, t.access.instr.addr, occurrence=occurrence)
         except ReplayBudget as e:
+            if a is None:
+                return f"not replayed: {e}"
             return _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, expected,
                                f"not replayed: {e} (a loop runs before the access); offsets evaluated "
                                f"on the extracted semantics")
         except Unsupported as e:
             return f"counterexample could not be replayed concretely: {e}"
         if not accs:
-            return f"concrete replay did not reach the access at {t.access.instr.addr:#x}"
+            return f"concrete replay did not reach the access at {t.access.instr.addr:#x}" + \
+                (f" {occurrence} times" if occurrence > 1 else "")
         av = accs[lane % 64].address
         if not isinstance(av, Const):
             return f"concrete replay produced a non-constant address ({opaque_in(av)})"

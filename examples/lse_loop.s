@@ -1,0 +1,75 @@
+// LSE read tile by tile: the V# base of the (batch, head) slice (64-bit, pattern A) advances
+// by 64 rows * 4 bytes per iteration of the loop over query tiles.  Expected: proved for every
+// iteration (the step is the same for every (batch_id, head_id), an inductive invariant).
+        .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
+        .text
+        .globl addrsim_example_lse_loop
+        .p2align 8
+        .type addrsim_example_lse_loop,@function
+addrsim_example_lse_loop:
+        s_load_dwordx2 s[8:9], s[0:1], 0x0       // Lse
+        s_load_dword s16, s[0:1], 0x14           // nhead_q
+        s_load_dword s17, s[0:1], 0x18           // Hs_lsed (bytes)
+        s_load_dword s23, s[0:1], 0x1c           // seqlen_q
+        s_waitcnt lgkmcnt(0)
+        s_mul_i32 s18, s4, s16                   // batch_id * nhead_q
+        s_add_u32 s18, s18, s3                   // + head_id
+        s_mul_i32 s19, s18, s17                  // (batch_id*nhead_q + head_id) * Hs_lsed, 64-bit
+        s_mul_hi_u32 s20, s18, s17
+        s_add_u32 s8, s8, s19                    // Lse V#: base of the slice
+        s_addc_u32 s9, s9, s20
+        s_and_b32 s9, s9, 0xffff
+        s_or_b32 s9, s9, 0x40000                 // stride 4 bytes
+        s_mov_b32 s10, -1
+        s_mov_b32 s11, 0x20000
+        v_and_b32_e32 v1, 63, v0                 // row of this lane in the tile
+        s_movk_i32 s22, 0x100                    // step: 64 rows * 4 bytes
+        s_mov_b32 s24, 0                         // first row of the tile
+.Lloop:
+        buffer_load_dword v2, v1, s[8:11], 0 idxen
+        s_add_u32 s8, s8, s22                    // next tile of 64 rows: base += step
+        s_addc_u32 s9, s9, 0
+        s_add_u32 s24, s24, 64
+        s_cmp_lt_u32 s24, s23
+        s_cbranch_scc1 .Lloop
+        s_waitcnt vmcnt(0)
+        s_endpgm
+.Lfunc_end0:
+        .size addrsim_example_lse_loop, .Lfunc_end0-addrsim_example_lse_loop
+
+        .rodata
+        .p2align 6
+        .amdhsa_kernel addrsim_example_lse_loop
+          .amdhsa_user_sgpr_kernarg_segment_ptr 1
+          .amdhsa_system_sgpr_workgroup_id_x 1
+          .amdhsa_system_sgpr_workgroup_id_y 1
+          .amdhsa_system_sgpr_workgroup_id_z 1
+          .amdhsa_next_free_vgpr 8
+          .amdhsa_next_free_sgpr 24
+          .amdhsa_accum_offset 8
+        .end_amdhsa_kernel
+
+        .amdgpu_metadata
+---
+amdhsa.version: [ 1, 2 ]
+amdhsa.kernels:
+  - .name: addrsim_example_lse_loop
+    .symbol: addrsim_example_lse_loop.kd
+    .kernarg_segment_size: 32
+    .kernarg_segment_align: 8
+    .group_segment_fixed_size: 0
+    .private_segment_fixed_size: 0
+    .wavefront_size: 64
+    .sgpr_count: 24
+    .vgpr_count: 8
+    .max_flat_workgroup_size: 256
+    .reqd_workgroup_size: [ 256, 1, 1 ]
+    .args:
+      - { .name: Lse, .offset: 0, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: D, .offset: 8, .size: 8, .value_kind: global_buffer, .address_space: global }
+      - { .name: BAs_q, .offset: 16, .size: 4, .value_kind: by_value }
+      - { .name: nhead_q, .offset: 20, .size: 4, .value_kind: by_value }
+      - { .name: Hs_lsed, .offset: 24, .size: 4, .value_kind: by_value }
+      - { .name: seqlen_q, .offset: 28, .size: 4, .value_kind: by_value }
+...
+        .end_amdgpu_metadata
