@@ -125,6 +125,8 @@ def _check_json(c: Check) -> dict:
                            for w in c.overflow]
     if c.smt2:
         out["smt2"] = c.smt2
+    if c.verdict == "proved" and c.prop == "address":
+        out["all_iterations"] = c.loops    # every iteration of the loops that access it (addrsim.loops)
     return out
 
 
