@@ -186,7 +186,9 @@ class WrapSite:
 
     def describe(self) -> str:
         where = (f"the host's u32 cast of kernel argument {self.name}" if self.kind == "argument"
-                 else f"{self.text} at {self.pc:#x}" if self.pc is not None else "an instruction")
+                 else f"{self.text} at {self.pc:#x}" if self.pc is not None
+                 else f"a {self.width}-bit operation built outside any one instruction (a merged path or a "
+                      f"replaced division idiom)")
         s = "" if self.matters else "(does not change the address here) "
         s += f"{where}: exact value {self.exact} does not fit in {self.width} bits (machine value {self.machine})"
         if self.boundary:

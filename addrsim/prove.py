@@ -528,10 +528,10 @@ def _classify(conds, claim, ranges, timeout_ms, deadline, cache, key, t, prob, m
     ckey = ("int",) + key
     v = cache.get(ckey) if cache is not None else None
     if v is None:
+        # its own budget: minimisation may have spent the check's, and the int query is
+        # usually easy (no wraps)
         left_ms = int((deadline - time.time()) * 1000)
-        if left_ms < 200:
-            return "", []
-        v = Query(conds, claim, ranges, min(timeout_ms, left_ms), "int").solve()[0]
+        v = Query(conds, claim, ranges, min(timeout_ms, max(left_ms, CLASSIFY_MS)), "int").solve()[0]
         if cache is not None:
             cache[ckey] = v
     if v == "refuted":
@@ -995,6 +995,7 @@ def _env(exprs, mdl):
 ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_v", "total_q", "total_k")
 
 
+CLASSIFY_MS = 3000       # at least this for the int-mode query that classifies a counterexample
 FIRST_TRY_MS = 1500      # integer query before range obligations are discharged (then the full timeout)
 CHECK_BUDGET_S = 60.0    # wall-clock budget of one check (all its queries), then "unknown"
 MIN_BUDGET_S = 4.0       # wall-clock budget of counterexample minimisation per check
