@@ -16,6 +16,7 @@ from typing import Dict, List, Optional, Tuple
 
 import msgpack
 from elftools.common.exceptions import ELFError
+from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
 
 from .errors import InputError
@@ -102,6 +103,7 @@ class Kernel:
     sgpr_count: int
     descriptor: KernelDescriptor
     entry: int
+    path: Optional[str] = None           # the code object, for error messages
 
     def arg(self, name: str) -> Optional[KernelArg]:
         for a in self.args:
@@ -116,7 +118,8 @@ class Kernel:
     def initial_state(self, arch: str) -> InitialState:
         lay = self.descriptor.user_sgpr_layout()
         if "kernarg_segment_ptr" not in lay:
-            raise ValueError("kernel descriptor does not enable the kernarg segment pointer")
+            raise InputError(self.path or self.symbol, f"kernel {self.symbol}: kernel descriptor does not enable "
+                                                       "the kernarg segment pointer")
         nxt = self.descriptor.user_sgpr_count
         wg = {}
         for axis, en in zip("xyz", self.descriptor.workgroup_id_enabled):
@@ -168,29 +171,66 @@ def load(path) -> CodeObject:
                 if note["n_type"] in (NT_AMDGPU_METADATA, "NT_AMDGPU_METADATA") and note["n_name"] == "AMDGPU":
                     desc = note["n_desc"]
                     raw = desc if isinstance(desc, bytes) else desc.encode("latin-1")
-                    meta = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+                    try:
+                        meta = msgpack.unpackb(raw, raw=False, strict_map_key=False)
+                    except (ValueError, TypeError, msgpack.exceptions.UnpackException) as e:
+                        raise InputError(path, f"malformed metadata: the NT_AMDGPU_METADATA note is not "
+                                               f"valid msgpack ({type(e).__name__}: {_short(e)})") from None
         if meta is None:
             raise InputError(path, "no NT_AMDGPU_METADATA note (not a code object v3+)")
+        if not isinstance(meta, dict):
+            raise InputError(path, f"malformed metadata: expected a map, got {type(meta).__name__}")
+        kernels = meta.get("amdhsa.kernels", [])
+        if not isinstance(kernels, list):
+            raise InputError(path, f"malformed metadata: amdhsa.kernels must be a list, got {type(kernels).__name__}")
         symtab = elf.get_section_by_name(".symtab") or elf.get_section_by_name(".dynsym")
         syms = {s.name: s for s in symtab.iter_symbols()} if symtab else {}
         co = CodeObject(path, arch)
-        for k in meta.get("amdhsa.kernels", []):
-            co.kernels.append(_kernel(path, elf, data, k, syms))
+        for i, k in enumerate(kernels):
+            co.kernels.append(_kernel(path, elf, data, k, syms, i))
         if not co.kernels:
             raise InputError(path, "metadata lists no kernels")
         return co
     except InputError:
         raise
-    except (ELFError, struct.error, msgpack.exceptions.ExtraData, msgpack.exceptions.UnpackException,
-            ValueError, KeyError, TypeError, AttributeError, IndexError, UnicodeDecodeError) as e:
-        raise InputError(path, f"malformed or truncated code object ({type(e).__name__}: {e})") from None
+    except (ELFError, ConstructError, struct.error, msgpack.exceptions.UnpackException, ValueError, KeyError,
+            TypeError, AttributeError, IndexError, UnicodeDecodeError, OverflowError, ZeroDivisionError,
+            RecursionError, NotImplementedError) as e:
+        # pyelftools on a damaged ELF (offsets past the end, zero entry sizes, ...)
+        raise InputError(path, f"malformed or truncated code object ({type(e).__name__}: {_short(e)})") from None
 
 
-def _kernel(path, elf, data, k: dict, syms) -> Kernel:
-    symbol = k[".symbol"]
+def _short(e, limit: int = 120) -> str:
+    """One line of at most ``limit`` characters for an exception or value in a message."""
+    text = " ".join(str(e).split())
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _mint(path, what: str, v, lo: int, hi: int) -> int:
+    """A metadata integer in [lo, hi] (booleans and floats are not integers here)."""
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
+        raise InputError(path, f"malformed metadata: {what} must be an integer in [{lo}, {hi}], "
+                               f"got {_short(repr(v), 40)}")
+    return v
+
+
+def _mstr(path, what: str, v) -> str:
+    if not isinstance(v, str):
+        raise InputError(path, f"malformed metadata: {what} must be a string, got {_short(repr(v), 40)}")
+    return v
+
+
+def _kernel(path, elf, data, k: dict, syms, index: int = 0) -> Kernel:
+    """One kernel from its metadata map; every field addrsim uses is checked (type, range)."""
+    if not isinstance(k, dict):
+        raise InputError(path, f"malformed metadata: amdhsa.kernels[{index}] must be a map, got {type(k).__name__}")
+    symbol = _mstr(path, f"amdhsa.kernels[{index}] .symbol", k.get(".symbol"))
     name = symbol[:-3] if symbol.endswith(".kd") else symbol
-    args = [KernelArg(a.get(".name", f"arg{i}"), int(a[".offset"]), int(a[".size"]), a.get(".value_kind", ""))
-            for i, a in enumerate(k.get(".args", []))]
+    if not name:
+        raise InputError(path, f"malformed metadata: amdhsa.kernels[{index}] has an empty .symbol")
+    raw_args = k.get(".args", [])
+    if not isinstance(raw_args, list):
+        raise InputError(path, f"malformed metadata: kernel {name}: .args must be a list")
     kd_sym = syms.get(name + ".kd")
     if kd_sym is None:
         raise InputError(path, f"kernel {name}: no {name}.kd symbol (kernel descriptor)")
@@ -203,16 +243,39 @@ def _kernel(path, elf, data, k: dict, syms) -> Kernel:
     rsrc3, rsrc1, rsrc2 = struct.unpack_from("<III", kd, 44)
     props, preload = struct.unpack_from("<HH", kd, 56)
     desc = KernelDescriptor(kernarg_size, entry_off, rsrc1, rsrc2, rsrc3, props, preload)
+    segment = _mint(path, f"kernel {name}: .kernarg_segment_size", k.get(".kernarg_segment_size", kernarg_size),
+                    0, 1 << 32)
+    args = []
+    for i, a in enumerate(raw_args):
+        what = f"kernel {name}: argument {i}"
+        if not isinstance(a, dict):
+            raise InputError(path, f"malformed metadata: {what} must be a map")
+        aname = _mstr(path, f"{what} .name", a.get(".name", f"arg{i}"))
+        off = _mint(path, f"{what} ({aname}) .offset", a.get(".offset"), 0, segment)
+        size = _mint(path, f"{what} ({aname}) .size", a.get(".size"), 1, 1 << 16)
+        if off + size > segment:
+            raise InputError(path, f"malformed metadata: {what} ({aname}) at offset {off}, {size} bytes, lies "
+                                   f"outside the {segment}-byte kernarg segment")
+        kind = _mstr(path, f"{what} ({aname}) .value_kind", a.get(".value_kind", ""))
+        args.append(KernelArg(aname, off, size, kind))
     rw = k.get(".reqd_workgroup_size")
+    if rw is not None:
+        if not isinstance(rw, list) or len(rw) != 3:
+            raise InputError(path, f"malformed metadata: kernel {name}: .reqd_workgroup_size must be a list of 3")
+        rw = tuple(_mint(path, f"kernel {name}: .reqd_workgroup_size", x, 1, 1024) for x in rw)
+    wave = _mint(path, f"kernel {name}: .wavefront_size", k.get(".wavefront_size", 64), 32, 64)
+    if wave not in (32, 64):
+        raise InputError(path, f"malformed metadata: kernel {name}: .wavefront_size must be 32 or 64, got {wave}")
     return Kernel(
         symbol=name,
         args=args,
-        kernarg_segment_size=int(k.get(".kernarg_segment_size", kernarg_size)),
-        wavefront_size=int(k.get(".wavefront_size", 64)),
-        reqd_workgroup_size=tuple(int(x) for x in rw) if rw else None,
-        sgpr_count=int(k.get(".sgpr_count", 0)),
+        kernarg_segment_size=segment,
+        wavefront_size=wave,
+        reqd_workgroup_size=rw or None,
+        sgpr_count=_mint(path, f"kernel {name}: .sgpr_count", k.get(".sgpr_count", 0), 0, 1 << 16),
         descriptor=desc,
         entry=kd_addr + entry_off,
+        path=str(path),
     )
 
 

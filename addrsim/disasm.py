@@ -78,7 +78,10 @@ def find_objdump() -> Tuple[str, int]:
     raise ToolError(f"llvm-objdump not found; {INSTALL_HINT}")
 
 
-_LINE = re.compile(r"^\s+(\S+)(?:\s+(.*?))?\s*//\s*([0-9A-Fa-f]+):\s*((?:[0-9A-Fa-f]{8}\s*)+)$")
+# "<mnemonic> <operands>  // <address>: <encoding dwords>": the comment is matched from the last
+# "//" and the instruction split with str.split, so that no line costs more than linear time (one
+# regular expression over the whole line backtracked cubically on long runs of blanks).
+_COMMENT = re.compile(r"//\s*([0-9A-Fa-f]{1,16}):\s*((?:[0-9A-Fa-f]{8}\s*)+)$")
 _SYM = re.compile(r"^([0-9a-fA-F]+) <(.+)>:$")
 _BRANCH_TARGET = re.compile(r"^(?:label_[0-9A-Fa-f]+|[A-Za-z_.$][\w.$@]*|-?\d+)$")
 
@@ -89,13 +92,14 @@ def disassemble(path) -> Dict[str, List[Instr]]:
     Raises ToolError (no usable llvm-objdump) or InputError (llvm-objdump rejected the file)."""
     exe, _ = find_objdump()
     try:
-        proc = subprocess.run([exe, "-d", str(path)], capture_output=True, text=True, timeout=600)
+        proc = subprocess.run([exe, "-d", str(path)], capture_output=True, timeout=600)
     except subprocess.TimeoutExpired:
         raise InputError(path, "llvm-objdump timed out") from None
     if proc.returncode != 0:
-        msg = (proc.stderr.strip().splitlines() or ["failed"])[-1]
+        msg = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["failed"])[-1]
         raise InputError(path, f"llvm-objdump failed: {msg}")
-    return parse_listing(proc.stdout, path)
+    # symbol names are raw bytes; latin-1 never fails and matches pyelftools' decoding (codeobj)
+    return parse_listing(proc.stdout.decode("latin-1"), path)
 
 
 def parse_listing(text: str, path="<listing>") -> Dict[str, List[Instr]]:
@@ -118,14 +122,14 @@ def parse_listing(text: str, path="<listing>") -> Dict[str, List[Instr]]:
             continue
         if cur is None or not line.startswith(("\t", " ")):
             continue
-        m = _LINE.match(line)
+        m = _match_line(line)
         if not m:
             if line.strip():
                 if "<unknown>" in line:
                     raise InputError(path, f"line {lineno}: llvm-objdump could not decode an instruction "
                                            f"(wrong target or too old LLVM?): {line.strip()[:80]}")
             continue
-        mnem, rest, addr_s, raw = m.group(1), m.group(2) or "", m.group(3), m.group(4)
+        mnem, rest, addr_s, raw = m
         if mnem == "<unknown>":
             raise InputError(path, f"line {lineno}: undecodable instruction at {addr_s}")
         ops, mods = split_operands(rest)
@@ -140,11 +144,25 @@ def parse_listing(text: str, path="<listing>") -> Dict[str, List[Instr]]:
                 t = i.operands[0]
                 if t in labels:
                     i = Instr(i.addr, i.mnemonic, i.operands, i.modifiers, i.text, labels[t], i.size)
-                elif re.fullmatch(r"-?\d+", t):  # raw simm16 in dwords, relative to the next instruction
+                elif re.fullmatch(r"-?[0-9]{1,6}", t):  # raw simm16 in dwords, relative to the next instruction
                     i = Instr(i.addr, i.mnemonic, i.operands, i.modifiers, i.text, i.addr + 4 + 4 * int(t), i.size)
             fixed.append(i)
         out[name] = fixed
     return out
+
+
+def _match_line(line: str) -> Optional[Tuple[str, str, str, str]]:
+    """(mnemonic, operand text, address, encoding) of an instruction line, or None."""
+    i = line.rfind("//")
+    if i < 0:
+        return None
+    m = _COMMENT.match(line, i)
+    if not m:
+        return None
+    words = line[:i].split(None, 1)
+    if not words:
+        return None
+    return words[0], words[1].strip() if len(words) > 1 else "", m.group(1), m.group(2)
 
 
 def split_operands(rest: str) -> Tuple[Tuple[str, ...], Tuple[str, ...]]:

@@ -17,7 +17,8 @@ class InputError(AddrsimError):
     def __init__(self, path, problem: str):
         self.path = str(path)
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}")
+        # one line, even when a name taken from the input holds line breaks
+        super().__init__(" ".join(f"{self.path}: {problem}".splitlines()))
 
 
 class ToolError(AddrsimError):

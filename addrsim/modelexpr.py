@@ -13,12 +13,14 @@ integer division (the model must make it exact, e.g. with ``nhead_q % nhead_k ==
 from __future__ import annotations
 
 import ast
+import warnings
 from typing import Callable, Dict
 
 from . import expr as X
 from .expr import Const, Expr
 
 W = 64
+MAX_DEPTH = 100     # nesting of the syntax tree; deeper would exhaust Python's recursion limit
 
 
 class ModelExprError(ValueError):
@@ -37,10 +39,26 @@ def parse(text: str, names: Dict[str, Callable[[], Expr]] | Dict[str, Expr]) -> 
     if len(text) > 2000:
         raise ModelExprError("expression longer than 2000 characters")
     try:
-        tree = ast.parse(text, mode="eval")
+        with warnings.catch_warnings():      # e.g. SyntaxWarning "invalid decimal literal" on stderr
+            warnings.simplefilter("ignore")
+            tree = ast.parse(text, mode="eval")
     except SyntaxError as e:
         raise ModelExprError(f"syntax error in {text!r}: {e.msg}") from None
+    except (ValueError, RecursionError, MemoryError) as e:   # null bytes (Python < 3.12), too deep for the parser
+        raise ModelExprError(f"cannot parse {text[:80]!r}: {type(e).__name__}") from None
+    if _depth(tree.body) > MAX_DEPTH:
+        raise ModelExprError(f"expression nested deeper than {MAX_DEPTH} levels: {text[:80]!r}...")
     return _conv(tree.body, names, text)
+
+
+def _depth(node) -> int:
+    """Depth of the syntax tree, without recursion."""
+    deepest, todo = 0, [(node, 1)]
+    while todo:
+        n, d = todo.pop()
+        deepest = max(deepest, d)
+        todo.extend((c, d + 1) for c in ast.iter_child_nodes(n))
+    return deepest
 
 
 def _name(n, names, text):
@@ -65,7 +83,10 @@ def _conv(node, names, text) -> Expr:
     if isinstance(node, ast.Name):
         return _name(node.id, names, text)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        return X.sub(Const(0, W), _conv(node.operand, names, text))
+        v = _conv(node.operand, names, text)
+        if v.width != W:
+            raise ModelExprError(f"arithmetic on a condition in {text!r}")
+        return X.sub(Const(0, W), v)
     if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.Not):
         return X.bnot(_bool(_conv(node.operand, names, text)))
     if isinstance(node, ast.BinOp):
@@ -83,6 +104,8 @@ def _conv(node, names, text) -> Expr:
         left = _conv(node.left, names, text)
         for op, comp in zip(node.ops, node.comparators):
             right = _conv(comp, names, text)
+            if right.width != left.width:
+                raise ModelExprError(f"comparison of a condition with a number in {text!r}")
             cmp = {ast.Eq: lambda a, b: X.eq(a, b), ast.NotEq: lambda a, b: X.bnot(X.eq(a, b)),
                    ast.Lt: X.ult, ast.LtE: X.ule, ast.Gt: lambda a, b: X.ult(b, a),
                    ast.GtE: lambda a, b: X.ule(b, a)}.get(type(op))
@@ -109,6 +132,8 @@ def _conv(node, names, text) -> Expr:
     if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and not node.keywords:
         fn = node.func.id
         args = [_conv(a, names, text) for a in node.args]
+        if any(a.width != W for a in args):
+            raise ModelExprError(f"function {fn}() of a condition in {text!r}")
         if fn == "u32" and len(args) == 1:
             return X.zext(X.extract(args[0], 31, 0), W)
         if fn in ("min", "max") and len(args) == 2:

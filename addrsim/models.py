@@ -67,12 +67,17 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
         except yaml.YAMLError as e:
             line = getattr(getattr(e, "problem_mark", None), "line", None)
             raise InputError(f, f"invalid YAML{'' if line is None else f' at line {line + 1}'}") from None
+        except RecursionError:    # PyYAML composes nested collections recursively
+            raise InputError(f, "invalid YAML: collections nested too deeply") from None
         if doc is None:
             continue
         _need(isinstance(doc, dict), f, "top level must be a mapping")
         known = {"shape", "grid", "derived", "buffers", "contracts", "families", "layouts", "arrays", "memory"}
         bad = set(doc) - known
-        _need(not bad, f, f"unknown section(s) {sorted(bad)}")
+        _need(not bad, f, f"unknown section(s) {sorted(map(str, bad))}")
+        for sec in known:   # a section of the wrong kind (e.g. `contracts: true`, `shape: [1]`)
+            kind = list if sec in ("contracts", "families") else dict
+            _need(isinstance(doc.get(sec) or kind(), kind), f, f"{sec} must be a {'list' if kind is list else 'mapping'}")
         for k, v in (doc.get("shape") or {}).items():
             _need(isinstance(v, dict) and isinstance(v.get("min"), int) and isinstance(v.get("max"), int)
                   and 0 <= v["min"] <= v["max"] < 2**40, f, f"shape.{k} needs integer min <= max")
