@@ -81,7 +81,8 @@ def find_objdump() -> Tuple[str, int]:
 # "<mnemonic> <operands>  // <address>: <encoding dwords>": the comment is matched from the last
 # "//" and the instruction split with str.split, so that no line costs more than linear time (one
 # regular expression over the whole line backtracked cubically on long runs of blanks).
-_COMMENT = re.compile(r"//\s*([0-9A-Fa-f]{1,16}):\s*((?:[0-9A-Fa-f]{8}\s*)+)$")
+# a branch to a target without a label ends with the target as "<symbol+0xoffset>"
+_COMMENT = re.compile(r"//\s*([0-9A-Fa-f]{1,16}):\s*((?:[0-9A-Fa-f]{8}\s*)+)(?:<[^<>]{0,400}>\s*)?$")
 _SYM = re.compile(r"^([0-9a-fA-F]+) <(.+)>:$")
 _BRANCH_TARGET = re.compile(r"^(?:label_[0-9A-Fa-f]+|[A-Za-z_.$][\w.$@]*|-?\d+)$")
 
@@ -145,7 +146,9 @@ def parse_listing(text: str, path="<listing>") -> Dict[str, List[Instr]]:
                 if t in labels:
                     i = Instr(i.addr, i.mnemonic, i.operands, i.modifiers, i.text, labels[t], i.size)
                 elif re.fullmatch(r"-?[0-9]{1,6}", t):  # raw simm16 in dwords, relative to the next instruction
-                    i = Instr(i.addr, i.mnemonic, i.operands, i.modifiers, i.text, i.addr + 4 + 4 * int(t), i.size)
+                    v = int(t)
+                    v = v - 0x10000 if v >= 0x8000 else v   # simm16, printed unsigned by LLVM 22
+                    i = Instr(i.addr, i.mnemonic, i.operands, i.modifiers, i.text, i.addr + 4 + 4 * v, i.size)
             fixed.append(i)
         out[name] = fixed
     return out
