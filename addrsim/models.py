@@ -98,9 +98,11 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
         for c in reversed(doc.get("contracts") or []):
             _need(isinstance(c, dict) and isinstance(c.get("requires"), list) and isinstance(c.get("args"), dict),
                   f, "each contract needs requires (list) and args (mapping)")
+            _check_contract(c, f)
             ms.contracts.insert(0, c)
         for fam in reversed(doc.get("families") or []):
             _need(isinstance(fam, dict) and isinstance(fam.get("match"), str), f, "each family needs match")
+            _check_family(fam, f)
             try:
                 re.compile(fam["match"])
             except re.error as e:
@@ -122,11 +124,72 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
                 _need(all(isinstance(e, str) for e in v.values()), f, f"memory.{k} maps tensors to expressions")
             if k != "source":
                 ms.memory.setdefault(k, {}).update(v)
+        for k, v in (doc.get("buffers") or {}).items():
+            for key in ("extent", "group_extent", "slice"):
+                _need(key not in v or isinstance(v[key], (str, int)), f, f"buffers.{k}.{key} must be an expression")
         for name, lay in (doc.get("layouts") or {}).items():
             _need(isinstance(lay, dict), f, f"layouts.{name} must be a mapping")
+            _check_layout(name, lay, f)
             ms.layouts[name] = lay
         ms.files.append(str(f))
     return ms
+
+
+_SCALAR = (str, int)
+
+
+def _is_map(v, key_t=str, val_t=_SCALAR) -> bool:
+    return isinstance(v, dict) and all(isinstance(k, key_t) and isinstance(x, val_t) and not isinstance(x, bool)
+                                       for k, x in v.items())
+
+
+def _check_contract(c: dict, f):
+    """Types of a contract's fields (InputError naming the file and the contract)."""
+    name = c.get("name")
+    _need(all(isinstance(r, str) for r in c["requires"]), f, f"contract {name}: requires must list argument names")
+    _need(_is_map(c["args"]), f, f"contract {name}: args must map argument names to expressions")
+    _need(c.get("arrays") is None or _is_map(c["arrays"], str, str), f,
+          f"contract {name}: arrays must map pointer arguments to array names")
+
+
+def _check_family(fam: dict, f):
+    """Types of a family's fields (InputError naming the file and the family)."""
+    name = fam.get("name")
+    opt = lambda k, ok: fam.get(k) is None or ok(fam[k])  # noqa: E731
+    checks = [
+        ("params", lambda v: _is_map(v), "params must map names to constants"),
+        ("fixed", lambda v: _is_map(v), "fixed must map shape variables to constants"),
+        ("bounds", lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_map(b) and set(b) <= {"min", "max"}
+                                                          for k, b in v.items()),
+         "bounds must map shape variables to {min, max}"),
+        ("buffers", lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_map(b) for k, b in v.items()),
+         "buffers must map buffer names to {expected, extent, slice}"),
+        ("preconditions", lambda v: isinstance(v, list) and all(isinstance(x, _SCALAR) for x in v),
+         "preconditions must be a list of expressions"),
+        ("grid", lambda v: _is_map(v), "grid must map axes to count expressions"),
+        ("args", lambda v: _is_map(v), "args must map argument names to expressions"),
+        ("memory", lambda v: isinstance(v, dict) and all(isinstance(k, str) and (x is None or isinstance(x, str))
+                                                          for k, x in v.items()),
+         "memory must map tensors to expressions"),
+        ("arch", lambda v: isinstance(v, list) and all(isinstance(x, str) for x in v), "arch must list architectures"),
+        ("mode", lambda v: v in ("batch", "group"), "mode must be batch or group"),
+    ]
+    for key, ok, msg in checks:
+        _need(opt(key, ok), f, f"family {name}: {msg}")
+
+
+def _check_layout(name: str, lay: dict, f):
+    """A layout maps tensors to {batch, head, seq} stride expressions; ``extends`` names
+    another layout; ``group`` has the same shape."""
+    for t, v in lay.items():
+        if t == "extends":
+            _need(isinstance(v, str), f, f"layouts.{name}.extends must name a layout")
+        elif t == "group":
+            _need(isinstance(v, dict), f, f"layouts.{name}.group must map tensors to strides")
+            _check_layout(f"{name}.group", {k: x for k, x in v.items() if k != "group"}, f)
+        else:
+            _need(_is_map(v) and set(v) <= {"batch", "head", "seq"}, f,
+                  f"layouts.{name}.{t} must map batch/head/seq to expressions")
 
 
 def layout_strides(ms: ModelSet, name: str, path="<layouts>", mode: str = "batch") -> Dict[str, Dict[str, str]]:

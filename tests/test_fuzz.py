@@ -528,10 +528,9 @@ def test_load_models_random_text(scratch, text):
     check_models(p)
 
 
-# Structure that load_models accepts but the code that uses it (build_problem, choose_contract,
-# layout_strides in models.py) does not check: the checks end as "unknown: internal error"
-# verdicts (exit 2) or, for the contract, an internal error (exit 4).  Found by fuzzing; to be
-# fixed where the models are used (or checked in load_models), then these pass.
+# Structure that load_models once accepted but the code that uses it (build_problem,
+# choose_contract, layout_strides) did not check: "unknown: internal error" verdicts (exit 2)
+# or an internal error (exit 4).  Found by fuzzing; load_models now checks the types.
 UNCHECKED_MODELS = {
     "contract_requires": "contracts:\n  - {name: x, requires: [[Lse]], args: {}}\n",
     "family_params": "families:\n  - {name: x, match: '^addrsim_example_', params: [1]}\n",
@@ -542,7 +541,6 @@ UNCHECKED_MODELS = {
 }
 
 
-@pytest.mark.xfail(strict=False, reason="models.py outside load_models does not check the structure it reads")
 @pytest.mark.parametrize("case", sorted(UNCHECKED_MODELS))
 def test_verify_with_unchecked_model_structure(small_co, tmp_path, case):
     from addrsim.api import verify
