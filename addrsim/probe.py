@@ -39,6 +39,43 @@ def _holds(conds: Sequence[Expr], claim: Expr, env, keep=None) -> bool:
         return False
 
 
+REPAIRS = 12
+
+
+def _fits(conds, env, keep=None) -> bool:
+    """Do all ``conds`` hold at ``env`` (shape domain, device memory, path)?"""
+    memo = {}
+    try:
+        if keep is not None:
+            from .arith import ideal_evaluate
+            return all(ideal_evaluate(c, env, keep, memo) == 1 for c in conds)
+        return all(X.evaluate(c, env, memo) == 1 for c in conds)
+    except (KeyError, ZeroDivisionError):
+        return False
+
+
+def _repair(conds, env, keep, grid, rnd):
+    """Shrink a sampled shape that breaks the domain (most often: it does not fit in device
+    memory) by halving the largest of batch, nhead_q and the sequence lengths, the grid ids
+    kept inside; None if it still does not fit after REPAIRS halvings."""
+    env = dict(env)
+    for _ in range(REPAIRS):
+        cand = [n for n in ("batch", "nhead_q", "seqlen_q", "seqlen_k") if env.get(n, 1) > 1]
+        if not cand:
+            return None
+        n = max(cand, key=lambda v: env[v] * (1 + rnd.random()))
+        env[n] //= 2
+        if n == "nhead_q":
+            while env["nhead_q"] % max(env.get("nhead_k", 1), 1):
+                env["nhead_k"] = max(1, env["nhead_k"] // 2)
+        b, h = env["batch"], env["nhead_q"]
+        env[grid["batch"]] = min(env[grid["batch"]], b - 1)
+        env[grid["head"]] = min(env[grid["head"]], h - 1)
+        if _fits(conds, env, keep):
+            return env
+    return None
+
+
 def probe(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], order: Sequence[str],
           grid: Dict[str, str], seed: int = 0, keep=None) -> Optional[Dict[str, int]]:
     """A counterexample found by evaluation (symbol name -> value), shrunk; or None.
@@ -87,6 +124,10 @@ def probe(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], or
                     env[n] = 0x100000000000 + 0x1000000000 * rnd.randrange(16)
                 else:
                     env[n] = rnd.choice([lo, hi, rnd.randint(lo, hi)])
+        if not _fits(conds, env, keep):
+            env = _repair(conds, env, keep, grid, rnd)
+            if env is None:
+                continue
         if _holds(conds, claim, env, keep):
             found = env
             break
