@@ -541,6 +541,8 @@ def _classify(conds, claim, ranges, timeout_ms, deadline, cache, key, t, prob, m
     env = _env([t.address], model)
     env.update({k: v for k, v in model.items() if not k.endswith("[]")})
     env.update(prob.fixed)
+    for parg, arr in prob.arrays.items():      # reads through a sequence-start pointer argument
+        env[parg + "[]"] = model.get(arr.name + "[]", {})
     args = {k: e for k, e in prob.kernargs.items() if not any(s.kind == "ptr" for s in X.symbols(e).values())}
     try:
         sites = wrap_sites(t.address, args, env, origin)
