@@ -21,7 +21,6 @@ All addresses and offsets here are byte addresses (unsigned 64-bit integers).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
 from . import codeobj
@@ -73,6 +72,9 @@ class Subject:
     ex: Exploration
     pointers: Dict[str, str]
     _problems: Dict[str, Problem] = field(default_factory=dict, repr=False)
+
+    def __repr__(self):
+        return f"Subject({self.path!r}, {self.kernel.symbol})"
 
     def problem(self, layout: str) -> Problem:
         """The models instantiated for this kernel in ``layout`` (cached).  Raises InputError
