@@ -1,6 +1,6 @@
 """Derive tests/data/corpus_verdicts.json from a scan's JSON report.
 
-    addrsim scan WHEEL_OR_DIR --jobs 2 --timeout 2000 --min-budget 0.5 --check-budget 8 --json scan.json
+    addrsim scan WHEEL_OR_DIR --jobs 2 --json scan.json        (the scan's default settings)
     python3 benchmarks/pin_corpus.py scan.json tests/data/corpus_verdicts.json
 
 The data file maps "arch/file.co" to {"family": name, "verdicts": {"buffer/layout": verdict}},
@@ -31,7 +31,7 @@ def main():
     old = json.loads(Path(dst).read_text()) if Path(dst).exists() else {}
     pinned = {"source": "amd-aiter 0.1.7.post2.dev18 wheel, aiter_meta/hsa/*/fmha_v3_bwd/*.co",
               "note": old.get("note", ""),
-              "settings": {"timeout_ms": 2000, "min_budget_s": 0.5, "check_budget_s": 8.0, "arith": "bv",
+              "settings": {"timeout_ms": 3000, "min_budget_s": 1.0, "check_budget_s": 10.0, "arith": "bv",
                            "properties": ["address"], "memory": "the architecture's (192 GiB gfx942, 288 GiB gfx950)"},
               "ci": old.get("ci", []),
               "kernels": dict(sorted(out.items(), key=lambda kv: (kv[1]["family"], kv[0])))}
