@@ -89,7 +89,7 @@ def ideal_eval(e: Expr, env: Dict[str, int], keep: Set[int], memo: Optional[dict
             memo[k] = n.value
             continue
         if isinstance(n, Sym):
-            memo[k] = env[n.name] & X.mask(n.width)
+            memo[k] = env[n.name]      # not masked: an exact value may exceed the symbol's width
             continue
         if not ready:
             stack.append((n, True))

@@ -62,7 +62,7 @@ def test_wrap_counterexample(report, buffer, layout, lane_wave):
     # shape fits in an MI300X with every tensor of the family
     assert c["cause"] == "overflow" and "OVERFLOW" in c["reason"]
     first = c["overflow"][0]
-    assert (first["kind"], first["argument"], first["width"]) == ("argument", "BAs", 32)
+    assert (first["kind"], first["argument"], first["width"]) == ("argument", "BAs", 32) and first["matters"]
     assert first["exact"] == sh["nhead_q"] * sh["seqlen_q"] * 128 * 2 and first["machine"] == x["kernargs"]["BAs"]
     assert first["boundary"] == "nhead_q*seqlen_q >= 2**24"
     assert 0 < x["memory_bytes"] <= 192 << 30
