@@ -113,7 +113,7 @@ def _check_json(c: Check) -> dict:
                "kernargs": x.kernargs, "address": {"extracted": x.extracted, "expected": x.expected},
                "lane": x.lane, "grid": x.coords, "access_pc": x.access, "minimal": x.minimal, "replayed_on": x.replayed_on or "this kernel",
                "arrays": {a: {str(i): v for i, v in d.items()} for a, d in x.arrays.items()},
-               "memory_bytes": x.memory_bytes}
+               "memory_bytes": x.memory_bytes, "iteration": x.iteration}
     out = {"buffer": c.buffer, "layout": c.layout, "property": c.prop, "verdict": c.verdict, "arith": c.arith,
            "extracted": c.extracted, "expected": c.expected, "difference": c.difference, "reason": c.reason,
            "counterexample": cex, "time_s": c.time_s}

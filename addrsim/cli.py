@@ -210,7 +210,10 @@ def print_table(report: dict, out=sys.stdout):
             if c["verdict"] == "counterexample":
                 x = c["counterexample"]
                 shape = " ".join(f"{n}={v}" for n, v in x["shape"].items())
-                out.write(f"\n  {tag}: counterexample at {shape}\n")
+                mark = "" if x.get("minimal", True) else " (not proven minimal: the minimisation budget ran out)"
+                out.write(f"\n  {tag}: counterexample at {shape}{mark}\n")
+                if c.get("cause") == "loop":
+                    out.write(f"    LOOP: {c['reason']}\n")
                 out.write(f"    batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} "
                           f"lane={x['lane']} (access at {x['access_pc']:#x})\n")
                 if c.get("property") == "bounds":

@@ -53,7 +53,8 @@ class Counterexample:
     arrays: Dict[str, Dict[int, int]] = field(default_factory=dict)   # array -> {index: value}
     replayed_on: str = ""            # "" for this kernel, else the sibling kernel whose replay is reused
     memory_bytes: int = 0            # device memory every tensor of the family needs at this shape (bytes)
-    cause: str = ""                  # bounds: allocation | num_records | both
+    cause: str = ""                  # bounds: allocation | num_records
+    iteration: int = 1               # the loop iteration whose access is wrong (loop counterexamples)
 
 
 @dataclass
@@ -446,7 +447,7 @@ def _loop_check(kernel, arch, code, ex, ms, prob, ptr, env, expected, zero_ids, 
                 target_pc = pc or next(p for p in ptr_accs if head <= p <= end)
                 cex = _confirm_loop(kernel, arch, code, ms, prob, model, target_pc, expected, buffer, deadline)
                 if cex is not None:
-                    return "counterexample", (f"iteration {cex.replayed_on}: the {what} in the loop "
+                    return "counterexample", (f"iteration {cex.iteration}: the {what} in the loop "
                                               f"{head:#x}-{end:#x} is not the same for every (batch_id, head_id)"), cex
                 return "unknown", (f"loop {head:#x}-{end:#x}: the {what} is not provably the same for every "
                                    f"(batch_id, head_id) over all loop-carried values, and replaying the first "
@@ -495,7 +496,9 @@ def _confirm_loop(kernel, arch, code, ms, prob, model, pc, expected, buffer, dea
                 return None
             r = replay(kernel, arch, code, ms, prob, fake, env, None, None, expected, buffer, occurrence=n)
             if isinstance(r, Counterexample):
-                r.replayed_on = str(n)
+                r.replayed_on = f"this kernel, iteration {n}"
+                r.iteration = n
+                r.minimal = False       # the first failing shape found, not minimised
                 return r
             if "did not reach" in r or "not replayed" in r:
                 break

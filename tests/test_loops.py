@@ -32,7 +32,7 @@ def test_head_dependent_step_is_refuted_in_iteration_2(tmp_path, layout):
     assert ids["head_id"] >= 1 and sh["seqlen_q"] > 64           # a second tile exists
     # iteration 2 of head h is shifted by 4*h bytes: replayed on the concrete interpreter
     assert x["address"]["extracted"] - x["address"]["expected"] == 4 * ids["head_id"]
-    assert x["replayed_on"] == "2"
+    assert x["replayed_on"] == "this kernel, iteration 2" and x["iteration"] == 2
 
 
 def test_first_iteration_alone_would_pass(tmp_path):
