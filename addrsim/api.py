@@ -50,8 +50,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     for p_ in properties:
         if p_ not in ("address", "bounds"):
             raise InputError("--check", f"unknown property {p_!r} (address, bounds)")
-    if memory_gib is not None and not memory_gib > 0:
-        raise InputError("--memory-gib", f"device memory must be positive, got {memory_gib}")
+    if memory_gib is not None and not 0 < memory_gib < 2 ** 20:
+        raise InputError("--memory-gib", f"device memory must be a positive number of GiB below 2**20, got {memory_gib}")
     ms = models or load_models(model_files)
     explicit = buffers is not None
     buffers = list(buffers) if buffers is not None else list(ms.buffers)

@@ -61,3 +61,16 @@ def test_malformed_model(tmp_path, real_kernel):
     m.write_text("families:\n  - match: 'fmha'\n    fixed: {hdim_q: '__import__(\"os\")'}\n")
     p = run("verify", real_kernel, "--model", m)
     assert p.returncode == 3 and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args,words", [
+    (("--memory-gib", "inf"), ["--memory-gib"]),
+    (("--memory-gib", "0"), ["--memory-gib"]),
+    (("--arith", "float"), ["--arith"]),
+    (("--check", "speed"), ["--check"]),
+])
+def test_bad_options_one_line(real_kernel, args, words):
+    p = run("verify", real_kernel, "--buffer", "lse", "--layout", "sbhd", *args)
+    assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
+    assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+    assert any(w in p.stderr for w in words)
