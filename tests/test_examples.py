@@ -38,14 +38,16 @@ def test_bas_shortcut_refuted_for_sbhd_only(tmp_path):
     """(batch_id*BAs_q) >> 6: right for BHSD/BSHD with hdim 128, wrong for SBHD.  Bounded to
     nhead <= 8 so that Q's byte strides fit the 32-bit arguments (beyond that the host's u32
     cast of BAs_q breaks BHSD too)."""
+    # a generous minimisation budget: on a loaded machine the default one can run out
     rep = verify(build("lsed_bas_shortcut", tmp_path), buffers=["lse"], model_files=[MODEL], properties=["address"],
-                 bounds={"nhead_q": (1, 8), "nhead_k": (1, 8)})
+                 bounds={"nhead_q": (1, 8), "nhead_k": (1, 8)}, min_budget_s=60)
     v = verdicts(rep)
     assert v[("lse", "bhsd")]["verdict"] == "proved"
     assert v[("lse", "bshd")]["verdict"] == "proved"
     c = v[("lse", "sbhd")]
     assert c["verdict"] == "counterexample"
     x = c["counterexample"]
+    assert x["minimal"] is True
     assert (x["shape"]["batch"], x["shape"]["nhead_q"], x["shape"]["seqlen_q"]) == (2, 1, 2)
     assert x["coords"] == {"batch_id": 1, "head_id": 0}
     # SBHD: BAs_q = nhead_q*128*2 = 256, so (1*256)>>6 = 4 bytes; expected 1*1*Hs_lsed = 2*4
