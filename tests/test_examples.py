@@ -28,7 +28,7 @@ def verdicts(rep):
 def test_abi_fix_proved_for_every_layout(tmp_path):
     """Pattern A: batch_id*nhead_q*Hs_lsed + head_id*Hs_lsed in 64 bits: proved everywhere,
     with the default bounds (batch <= 4096, nhead <= 256, seqlen <= 2^20)."""
-    rep = verify(build("lsed_abi_fix", tmp_path), buffers=["lse", "d"], model_files=[MODEL], properties=["address"])
+    rep = verify(build("lsed_abi_fix", tmp_path), buffers=["lse", "d"], model_files=[MODEL], properties=["address"], min_budget_s=60)
     v = verdicts(rep)
     assert len(v) == 6
     assert all(c["verdict"] == "proved" for c in v.values()), v
@@ -60,14 +60,14 @@ BOUNDS_NO_HOST_WRAP = {"seqlen_k": (1, 32768), "seqlen_q": (1, 32768)}   # u32(b
 def test_gqa_key_head_proved(tmp_path):
     """K head = head_id / ratio through the float-reciprocal idiom: the division is proved exact
     exhaustively (head_id < 256, ratio <= 256, every rcp within 1 ULP), then K is proved."""
-    rep = verify(build("gqa_key_head", tmp_path), buffers=["k"], model_files=[MODEL], properties=["address"], bounds=BOUNDS_NO_HOST_WRAP)
+    rep = verify(build("gqa_key_head", tmp_path), buffers=["k"], model_files=[MODEL], properties=["address"], min_budget_s=60, bounds=BOUNDS_NO_HOST_WRAP)
     for lay in ("bhsd", "bshd", "sbhd"):
         assert verdicts(rep)[("k", lay)]["verdict"] == "proved", verdicts(rep)[("k", lay)]["reason"]
 
 
 def test_gqa_query_head_refuted(tmp_path):
     """Indexing K with the query head fails as soon as ratio > 1: nhead_q=2, nhead_k=1, head 1."""
-    rep = verify(build("gqa_query_head", tmp_path), buffers=["k"], model_files=[MODEL], properties=["address"], bounds=BOUNDS_NO_HOST_WRAP)
+    rep = verify(build("gqa_query_head", tmp_path), buffers=["k"], model_files=[MODEL], properties=["address"], min_budget_s=60, bounds=BOUNDS_NO_HOST_WRAP)
     c = verdicts(rep)[("k", "bshd")]
     assert c["verdict"] == "counterexample"
     x = c["counterexample"]
@@ -78,7 +78,7 @@ def test_gqa_query_head_refuted(tmp_path):
 def test_group_mode_seqstart_proved(tmp_path):
     """Group mode: LSE row of sequence b at seqstart_q[b] (an unknown non-decreasing int32
     array read by the kernel) is proved for every layout."""
-    rep = verify(build("group_lse_seqstart", tmp_path), buffers=["lse"], model_files=[MODEL], properties=["address"])
+    rep = verify(build("group_lse_seqstart", tmp_path), buffers=["lse"], model_files=[MODEL], properties=["address"], min_budget_s=60)
     for lay in ("bhsd", "bshd", "sbhd"):
         assert verdicts(rep)[("lse", lay)]["verdict"] == "proved", verdicts(rep)[("lse", lay)]["reason"]
 
@@ -86,7 +86,7 @@ def test_group_mode_seqstart_proved(tmp_path):
 def test_group_mode_batch_formula_refuted(tmp_path):
     """The batch-mode formula in a group-mode kernel: refuted, and the counterexample carries
     the seqstart_q values it read (sequence 1 starts at row 0 while batch_id*nhead_q*Hs_lsed = 4)."""
-    rep = verify(build("group_lse_batchmode", tmp_path), buffers=["lse"], layouts=["bshd"], model_files=[MODEL], properties=["address"])
+    rep = verify(build("group_lse_batchmode", tmp_path), buffers=["lse"], layouts=["bshd"], model_files=[MODEL], properties=["address"], min_budget_s=60)
     c = verdicts(rep)[("lse", "bshd")]
     assert c["verdict"] == "counterexample"
     x = c["counterexample"]

@@ -22,7 +22,7 @@ def test_extends_overrides_only_named_tensors():
 def test_abi_fix_stays_proved_on_padded_lse_view(tmp_path):
     """Pattern A reads nhead_q and Hs_lsed from the arguments, so padded LSE rows are fine."""
     rep = verify(build("lsed_abi_fix", tmp_path), buffers=["lse", "d"], layouts=["bshd_qkv_packed", "my_view"],
-                 model_files=[MODEL, VIEWS], properties=["address"])
+                 model_files=[MODEL, VIEWS], properties=["address"], min_budget_s=60)
     got = {(c["buffer"], c["layout"]): c["verdict"] for c in rep["kernels"][0]["checks"]}
     assert set(got.values()) == {"proved"}, got
 
@@ -31,7 +31,7 @@ def test_shortcut_refuted_on_padded_lse_view(tmp_path):
     """The BAs shortcut assumes LSE rows of exactly seqlen_q: the padded view refutes it at the
     smallest shape (batch 2)."""
     rep = verify(build("lsed_bas_shortcut", tmp_path), buffers=["lse"], layouts=["bshd_qkv_packed"],
-                 model_files=[MODEL, VIEWS], bounds={"nhead_q": (1, 8), "nhead_k": (1, 8)}, properties=["address"])
+                 model_files=[MODEL, VIEWS], bounds={"nhead_q": (1, 8), "nhead_k": (1, 8)}, properties=["address"], min_budget_s=60)
     c = rep["kernels"][0]["checks"][0]
     assert c["verdict"] == "counterexample"
     assert c["counterexample"]["shape"]["batch"] == 2
@@ -59,7 +59,7 @@ def test_dq_written_with_q_strides_is_refuted_when_dq_layout_differs(real_kernel
     """aiter's a16 kernels write dQ with Q's strides (the host passes no dQ stride and never
     checks stride_dq == stride_q): with Q in BSHD and dQ head-major, head 1 of dQ lands at
     Q's head stride.  Minimal shape: batch 1, nhead_q 2, seqlen 64 (the host's sk % 64 == 0)."""
-    rep = verify(real_kernel, buffers=["dq"], layouts=["bshd_dq_bhsd"], model_files=[VIEWS], properties=["address"])
+    rep = verify(real_kernel, buffers=["dq"], layouts=["bshd_dq_bhsd"], model_files=[VIEWS], properties=["address"], min_budget_s=60)
     c = rep["kernels"][0]["checks"][0]
     assert c["verdict"] == "counterexample"
     x = c["counterexample"]
