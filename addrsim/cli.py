@@ -104,9 +104,22 @@ def main(argv: Optional[List[str]] = None) -> int:
     sc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     sc.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
+    ex = sub.add_parser("explain", help="the instructions that feed a buffer's address (backward slice)")
+    ex.add_argument("file", metavar="FILE.co")
+    ex.add_argument("--buffer", required=True, help="buffer whose address to explain (e.g. lse)")
+    ex.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     args = p.parse_args(argv)
     if args.cmd == "scan":
         return _scan(args)
+    if args.cmd == "explain":
+        from .explain import explain, format_explanations
+        try:
+            exps = explain(args.file, args.buffer, model_files=args.model)
+        except AddrsimError as e:
+            sys.stderr.write(f"addrsim: {e}\n")
+            return EXIT_BAD_INPUT
+        sys.stdout.write(format_explanations(exps) + "\n")
+        return 0
     try:
         models = load_models(list(args.model) + list(args.layouts))
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,

@@ -436,6 +436,12 @@ class Machine:
             vals = [self.kernarg_word(start + 4 * k) for k in range(n)]
         for k, v in enumerate(vals):
             self.sgpr[r[1] + k] = v
+        if self.track_origin:         # which s_load brought each kernel argument in (addrsim.explain)
+            for v in vals:
+                for sym in X.symbols(v).values():
+                    if sym.kind in ("arg", "ptr"):
+                        self.origin.setdefault(("arg", sym.name), (None, ins.addr, ins.text))
+            self._record(ins, vals)
 
     def destinations(self, ins: Instr) -> List[object]:
         """Registers ``ins`` may write: parse_reg tuples of its destination operands, plus
