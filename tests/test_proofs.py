@@ -1,0 +1,90 @@
+"""proofs/: every claim of every pattern module gets its expected verdict, every counterexample
+replays in plain Python (both sides differ, the precondition that was dropped is really
+violated, the shape is the expected minimal one), and altered statements are no longer proved
+(mutation tests: the suite can fail)."""
+import dataclasses
+
+import pytest
+from proofs import all_claims, pattern_a_abi as A
+from proofs._claims import Claim, Dom, check, eq, parse_expr, replay
+
+CLAIMS = all_claims()
+TIMEOUT_MS = 20_000
+
+
+def _proved(claim: Claim) -> bool:
+    return check(claim, timeout_ms=TIMEOUT_MS).verdict == "proved"
+
+
+def test_claims_well_formed():
+    names = [c.name for c in CLAIMS]
+    assert len(names) == len(set(names)), "claim names must be unique"
+    assert {c.pattern for c in CLAIMS} >= {"A"}
+    for c in CLAIMS:
+        assert c.expect in ("proved", "counterexample"), c.name
+        assert c.statement and c.source, c.name
+        if c.expect == "counterexample":
+            assert c.expect_shape, f"{c.name}: a counterexample claim names its minimal shape"
+
+
+@pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.name)
+def test_claim(claim):
+    r = check(claim, timeout_ms=TIMEOUT_MS)
+    assert r.verdict == claim.expect, (r.verdict, r.reason, r.model)
+    if r.verdict != "counterexample":
+        return
+    lhs, rhs, dom, pre = replay(claim, r.model)
+    assert dom, "the model lies inside the domain"
+    assert pre, "the model satisfies the precondition the claim keeps"
+    assert lhs != rhs and (lhs, rhs) == (r.lhs, r.rhs)
+    if claim.dropped is not None:
+        assert not claim.dropped(dict(r.model)), "the counterexample violates the dropped precondition"
+    assert r.minimal
+    assert {k: r.model[k] for k in claim.expect_shape} == dict(claim.expect_shape)
+
+
+def test_unknown_is_never_proved():
+    """A solver timeout gives "unknown" (x^3 + y^3 = z^3 has no positive solution, but Z3 cannot
+    show it in a millisecond)."""
+    big = Dom(1, 2 ** 40)
+    cube = lambda x: x * x * x
+    c = Claim("fermat3", "T", "x^3 + y^3 == z^3 is false", {"x": big, "y": big, "z": big},
+              lhs=lambda v: eq(cube(v["x"]) + cube(v["y"]), cube(v["z"])), rhs=lambda v: False, source="test")
+    assert check(c, timeout_ms=1).verdict == "unknown"
+
+
+@pytest.mark.parametrize("text", ["__import__('os').system('true')", "batch.real", "f(batch)", "batch ** 2",
+                                  "-batch", "batch if batch else 0", "nhead_q*(seqlen_q", "1.5*batch", "unknown_name"])
+def test_stride_parser_rejects(text):
+    with pytest.raises((ValueError, SyntaxError)):
+        parse_expr(text, ["batch", "nhead_q", "seqlen_q"])
+
+
+def test_stride_parser_accepts():
+    f = parse_expr("nhead_q*(seqlen_q + 64) / 2", ["nhead_q", "seqlen_q"])
+    assert f({"nhead_q": 3, "seqlen_q": 2}) == 99
+
+
+def _claim(mod, name):
+    (c,) = [c for c in mod.CLAIMS if c.name == name]
+    return c
+
+
+# ---- mutation tests: an altered statement is no longer proved
+
+def test_mutation_a_drop_no_wrap_precondition():
+    c = _claim(A, "A.32bit")
+    assert _proved(c)
+    assert not _proved(dataclasses.replace(c, precondition=A.p_arg_fits))
+
+
+def test_mutation_a_head_term_from_seqlen():
+    """The head term written as head_id*seqlen_q*4 (a layout shortcut) instead of head_id*Hs_lsed."""
+    c = _claim(A, "A.formula.exact")
+    assert not _proved(dataclasses.replace(
+        c, lhs=lambda v: v["batch_id"] * v["nhead_q"] * A.hs_lsed(v) + v["head_id"] * v["seqlen_q"] * 4))
+
+
+def test_mutation_a_64bit_done_in_32():
+    c = _claim(A, "A.64bit")
+    assert not _proved(dataclasses.replace(c, lhs=A.abi_32))
