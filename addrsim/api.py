@@ -10,8 +10,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
-from . import codeobj
-from .disasm import disassemble
+from .listing import load_source
 from .errors import InputError
 from .explore import explore
 from .models import ModelSet, buffer_pointer, load_models
@@ -27,8 +26,13 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
            timeout_ms: int = 10000, models: Optional[ModelSet] = None, cache: Optional[dict] = None,
            min_budget_s: Optional[float] = None, check_budget_s: Optional[float] = None,
            arith: str = "bv", memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
-           properties: Sequence[str] = DEFAULT_PROPERTIES) -> dict:
-    """Check every kernel of the code object at ``path``.
+           properties: Sequence[str] = DEFAULT_PROPERTIES, like=None,
+           checks_out: Optional[list] = None) -> dict:
+    """Check every kernel of the code object or assembly listing at ``path``.
+
+    A listing (llvm-objdump ``-d`` text, edited or not, or llvm-mc assembly) takes its
+    metadata and kernel descriptors from the code object ``like``, or from its own
+    ``.amdhsa_kernel``/``.amdgpu_metadata`` directives (:mod:`addrsim.listing`).
 
     ``arith``: "bv" (hardware arithmetic, the default; counterexamples that int mode proves
     are reported as overflows with the instruction that wraps) or "int" (unbounded
@@ -41,6 +45,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
 
     ``buffers`` None means every buffer of the models whose pointer argument the kernel has;
     named buffers must all exist in every kernel.
+    ``checks_out``: when given, each (kernel symbol, :class:`addrsim.prove.Check`) is
+    appended to it (the Check keeps the sympy offsets that :mod:`addrsim.diff` compares).
     Returns the report as a JSON-ready dict ``{"tool", "version", "kernels": [...]}`` (see
     README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
     kernel without the buffer's pointer argument, malformed model file) and ToolError (no
@@ -61,7 +67,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     for lay in layouts:
         if lay not in ms.layouts:
             raise InputError(path, f"unknown layout {lay!r} (models define: {', '.join(sorted(ms.layouts))})")
-    co = codeobj.load(path)
+    src = load_source(path, like)
+    co = src.co
     if co.arch not in ("gfx942", "gfx950", "gfx940", "gfx941", "gfx90a"):
         raise InputError(path, f"architecture {co.arch} is not supported (gfx90a, gfx942, gfx950)")
     ptrs = {}
@@ -77,7 +84,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
                 continue
             ptrs[(k.symbol, b)] = p
             kbufs[k.symbol].append(b)
-    listing = disassemble(path)
+    listing = src.code
     out = {"tool": "addrsim", "version": __version__, "kernels": []}
     for k in co.kernels:
         code = listing.get(k.symbol)
@@ -99,13 +106,20 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
                         raise
                     except Exception as e:  # an engine failure is an honest "unknown", never a verdict
                         c = Check(b, lay, "unknown", reason=f"internal error: {type(e).__name__}: {e}", prop=prop)
-                    checks.append(_check_json(c))
-        out["kernels"].append({"file": str(path), "kernel": k.symbol, "arch": co.arch,
-                               "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks})
+                    checks.append(_check_json(c, src.lines))
+                    if checks_out is not None:
+                        checks_out.append((k.symbol, c))
+        entry = {"file": str(path), "kernel": k.symbol, "arch": co.arch,
+                 "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks}
+        if src.kind != "code object":
+            entry["source"] = src.kind
+            if like is not None:
+                entry["like"] = str(like)
+        out["kernels"].append(entry)
     return out
 
 
-def _check_json(c: Check) -> dict:
+def _check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
     cex = None
     if c.counterexample is not None:
         x = c.counterexample
@@ -114,6 +128,8 @@ def _check_json(c: Check) -> dict:
                "lane": x.lane, "grid": x.coords, "access_pc": x.access, "minimal": x.minimal, "replayed_on": x.replayed_on or "this kernel",
                "arrays": {a: {str(i): v for i, v in d.items()} for a, d in x.arrays.items()},
                "memory_bytes": x.memory_bytes, "iteration": x.iteration}
+        if lines and x.access in lines:
+            cex["access_line"] = lines[x.access]     # line of the listing (listing input)
     out = {"buffer": c.buffer, "layout": c.layout, "property": c.prop, "verdict": c.verdict, "arith": c.arith,
            "extracted": c.extracted, "expected": c.expected, "difference": c.difference, "reason": c.reason,
            "counterexample": cex, "time_s": c.time_s}

@@ -1,7 +1,9 @@
-"""Command line: ``addrsim verify FILE.co ...`` and ``addrsim scan DIR_OR_WHEEL_OR_FILES ...``.
+"""Command line: ``addrsim verify FILE.co ...``, ``addrsim scan DIR_OR_WHEEL_OR_FILES ...``,
+``addrsim explain FILE.co --buffer B`` and ``addrsim diff OLD NEW``.
 
-Exit status: 0 all proved, 1 any counterexample, 2 unknown/unsupported and no
-counterexample, 3 bad input or usage.
+Exit status: 0 all proved, 1 any counterexample (diff: NEW breaks what OLD proved), 2
+unknown/unsupported and no counterexample (diff: a proof lost, undecided), 3 bad input or
+usage, 4 internal error.
 """
 from __future__ import annotations
 
@@ -72,7 +74,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     p.add_argument("--version", action="version", version=f"addrsim {__version__}")
     sub = p.add_subparsers(dest="cmd", required=True)
     v = sub.add_parser("verify", help="prove or refute the buffer base addresses of a code object")
-    v.add_argument("files", nargs="+", metavar="FILE.co")
+    v.add_argument("files", nargs="+", metavar="FILE.co|LISTING.s")
+    v.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata and kernel descriptors an "
+                   "assembly listing takes (the one it was disassembled from)")
     v.add_argument("--buffer", action="append", help="buffer to check (repeatable; default: every buffer the kernel has a pointer for)")
     v.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
     v.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
@@ -84,8 +88,23 @@ def main(argv: Optional[List[str]] = None) -> int:
     _common(v, "address,bounds")
     v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
                    help="user layouts file (a model file with a layouts section; repeatable)")
+    df = sub.add_parser("diff", help="compare the verdicts and offsets of two kernels (a patch, or a port)")
+    df.add_argument("old", metavar="OLD.co|OLD.s")
+    df.add_argument("new", metavar="NEW.co|NEW.s")
+    df.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing among OLD/NEW takes")
+    df.add_argument("--like-old", metavar="KERNEL.co", help="the same for OLD only")
+    df.add_argument("--like-new", metavar="KERNEL.co", help="the same for NEW only")
+    df.add_argument("--buffer", action="append", help="buffer (repeatable; default: every buffer both kernels have)")
+    df.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
+    df.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml", help="user layouts file (repeatable)")
+    df.add_argument("--json", metavar="FILE", help="write the JSON diff to FILE ('-' for stdout)")
+    df.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    df.add_argument("--bound", action="append", type=_bound, default=[], metavar="NAME=MIN:MAX")
+    df.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    _common(df, "address")
     sc = sub.add_parser("scan", help="check every buffer of every kernel of a corpus, for every layout (CI gate)")
     sc.add_argument("inputs", nargs="*", metavar="DIR_OR_WHEEL_OR_FILE")
+    sc.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata the listings among the inputs take")
     sc.add_argument("--aiter", action="store_true", help="also scan the kernels of the aiter installed in this Python")
     sc.add_argument("--buffer", action="append", help="buffer to check (repeatable; default: every modelled buffer)")
     sc.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
@@ -105,16 +124,19 @@ def main(argv: Optional[List[str]] = None) -> int:
     sc.add_argument("--no-progress", action="store_true", help="no progress bar")
     sc.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
     ex = sub.add_parser("explain", help="the instructions that feed a buffer's address (backward slice)")
-    ex.add_argument("file", metavar="FILE.co")
+    ex.add_argument("file", metavar="FILE.co|LISTING.s")
+    ex.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
     ex.add_argument("--buffer", required=True, help="buffer whose address to explain (e.g. lse)")
     ex.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     args = p.parse_args(argv)
     if args.cmd == "scan":
         return _scan(args)
+    if args.cmd == "diff":
+        return _diff(args)
     if args.cmd == "explain":
         from .explain import explain, format_explanations
         try:
-            exps = explain(args.file, args.buffer, model_files=args.model)
+            exps = explain(args.file, args.buffer, model_files=args.model, like=args.like)
         except AddrsimError as e:
             sys.stderr.write(f"addrsim: {e}\n")
             return EXIT_BAD_INPUT
@@ -124,7 +146,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         models = load_models(list(args.model) + list(args.layouts))
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
                           bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
-                          memory_gib=args.memory_gib, smt_dir=_smt_dir(args), properties=args.check)
+                          memory_gib=args.memory_gib, smt_dir=_smt_dir(args), properties=args.check,
+                          like=args.like)
                    for f in args.files]
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
@@ -143,6 +166,32 @@ def main(argv: Optional[List[str]] = None) -> int:
                 sys.stderr.write(f"addrsim: {args.json}: cannot write ({e.strerror})\n")
                 return EXIT_BAD_INPUT
     return exit_status(reports)
+
+
+def _diff(args) -> int:
+    from .diff import diff, diff_status, format_diff
+    try:
+        models = load_models(list(args.model) + list(args.layouts))
+        rep = diff(args.old, args.new, args.buffer or None, args.layout or DEFAULT_LAYOUTS, like=args.like,
+                   like_old=args.like_old, like_new=args.like_new, properties=args.check, models=models,
+                   bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
+                   memory_gib=args.memory_gib, smt_dir=_smt_dir(args))
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    if args.json == "-":
+        json.dump(rep, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(format_diff(rep))
+        if args.json:
+            try:
+                with open(args.json, "w") as fh:
+                    json.dump(rep, fh, indent=2)
+            except OSError as e:
+                sys.stderr.write(f"addrsim: {args.json}: cannot write ({e.strerror})\n")
+                return EXIT_BAD_INPUT
+    return diff_status(rep)
 
 
 def _scan(args) -> int:
@@ -165,7 +214,7 @@ def _scan(args) -> int:
         for b in args.buffer or []:
             if b not in ms.buffers:
                 raise InputError("--buffer", f"unknown buffer {b!r} (models define: {', '.join(sorted(ms.buffers))})")
-        corpus = collect(args.inputs, ms, aiter=args.aiter)
+        corpus = collect(args.inputs, ms, aiter=args.aiter, like=args.like)
         if not corpus.files:
             raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
         reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,

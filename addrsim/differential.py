@@ -23,10 +23,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from . import codeobj
 from . import expr as X
 from .codeobj import Kernel
-from .disasm import Instr, disassemble
+from .disasm import Instr
+from .listing import load_source
 from .explore import Exploration, explore, run_concrete
 from .expr import Expr, Sym
 from .idioms import exact_divisions
@@ -91,9 +91,10 @@ def load_subject(path, buffers: Sequence[str] = ("lse", "d", "q", "k"), ms: Opti
     with the pointer arguments of those of ``buffers`` the kernel has as exploration targets.
     Raises InputError (bad file, malformed models) and ToolError (no llvm-objdump)."""
     ms = ms or load_models()
-    co = codeobj.load(path)
+    src = load_source(path)
+    co = src.co
     k = co.kernels[kernel_index]
-    code = disassemble(path)[k.symbol]
+    code = src.code[k.symbol]
     ptrs = {b: p for b in buffers if (p := buffer_pointer(ms, k, b)) is not None}
     m, _ = initial_machine(k, co.arch, ms)
     ex = explore(code, m, lambda a: pointers_in(a.base), set(ptrs.values()))

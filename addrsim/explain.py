@@ -12,11 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from . import codeobj
 from . import expr as X
-from .disasm import disassemble
 from .errors import InputError
 from .explore import explore
+from .listing import load_source
 from .models import ModelSet, buffer_pointer, load_models
 from .prove import initial_machine, pointers_in, targets_for
 
@@ -25,12 +24,14 @@ VALUE_CHARS = 160
 
 @dataclass
 class SliceLine:
-    """One instruction of the slice: byte address, text, and the value it defines (sympy
-    text of the integer reading, cut to VALUE_CHARS characters)."""
+    """One instruction of the slice: byte address, text, the value it defines (sympy
+    text of the integer reading, cut to VALUE_CHARS characters) and, for a listing, its
+    line number."""
 
     pc: int
     text: str
     value: str
+    line: Optional[int] = None
 
 
 @dataclass
@@ -58,16 +59,18 @@ def _text(e, memo) -> str:
     return t if len(t) <= VALUE_CHARS else t[:VALUE_CHARS] + "..."
 
 
-def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: Sequence[str] = ()) -> List[Explanation]:
-    """Slices of every first access of ``buffer`` in every kernel of the code object at
-    ``path`` (one Explanation per distinct access instruction).  Raises InputError (bad file,
+def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: Sequence[str] = (),
+            like=None) -> List[Explanation]:
+    """Slices of every first access of ``buffer`` in every kernel of the code object or
+    assembly listing at ``path`` (``like``: the code object a listing takes its metadata
+    from, see :mod:`addrsim.listing`); one Explanation per distinct access instruction.  Raises InputError (bad file,
     unknown buffer, a kernel without the buffer's pointer argument) and ToolError (no usable
     llvm-objdump)."""
     ms = models or load_models(model_files)
     if buffer not in ms.buffers:
         raise InputError(path, f"unknown buffer {buffer!r} (models define: {', '.join(sorted(ms.buffers))})")
-    co = codeobj.load(path)
-    listing = disassemble(path)
+    src = load_source(path, like)
+    co, listing = src.co, src.code
     out: List[Explanation] = []
     for k in co.kernels:
         ptr = buffer_pointer(ms, k, buffer)
@@ -90,13 +93,13 @@ def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: S
             for n in X.walk(t.access.address):
                 o = ex.origin.get(id(n))
                 if o is not None and o[0] is n and o[1] not in lines:
-                    lines[o[1]] = SliceLine(o[1], o[2], _text(n, memo))
+                    lines[o[1]] = SliceLine(o[1], o[2], _text(n, memo), src.lines.get(o[1]))
             for name, s in sorted(X.symbols(t.access.address).items()):
                 if s.kind in ("arg", "ptr"):
                     o = ex.origin.get(("arg", name))
                     e.args[name] = (o[1], o[2]) if o else (None, "")
                     if o and o[1] not in lines:
-                        lines[o[1]] = SliceLine(o[1], o[2], name)
+                        lines[o[1]] = SliceLine(o[1], o[2], name, src.lines.get(o[1]))
             e.lines = [lines[p] for p in sorted(lines)]
             base = X.zext(X.Sym(ptr, 48, "ptr"), 64)
             e.offset = _text(X.sub(t.access.address, base), memo)
@@ -111,7 +114,8 @@ def format_explanations(exps: List[Explanation]) -> str:
         out.append(f"kernel {e.kernel}: {e.buffer} access at {e.access_pc:#x} ({e.access_text})")
         out.append(f"  {len(e.lines)} instructions feed its address:")
         for ln in e.lines:
-            out.append(f"    {ln.pc:#07x}  {ln.text:<48}  = {ln.value}")
+            where = f"line {ln.line:<6} " if ln.line is not None else ""
+            out.append(f"    {where}{ln.pc:#07x}  {ln.text:<48}  = {ln.value}")
         out.append("  kernel arguments: " + ", ".join(
             f"{a} (loaded at {p:#x})" if p is not None else a for a, (p, _) in e.args.items()))
         out.append(f"  byte offset from the {e.buffer} pointer: {e.offset}")

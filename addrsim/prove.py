@@ -78,6 +78,8 @@ class Check:
     overflow: list = field(default_factory=list)   # addrsim.arith.WrapSite, first one first
     smt2: str = ""                    # path of the SMT-LIB2 file of an undecided obligation
     loops: bool = False               # proved for every iteration of the loops that access the buffer
+    offset_sym: object = None         # sympy: extracted byte offset in kernel-argument terms (display, diff)
+    shape_offset_sym: object = None   # sympy: the same in shape terms, the layout's contract substituted
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -310,7 +312,8 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     if undeclared:
         return done("unsupported", "address depends on memory the models do not describe: loads from "
                     + ", ".join(undeclared))
-    res.extracted, res.difference = formulas(tg[0].address, zero_ids, prob, buffer)
+    res.extracted, res.difference, res.offset_sym, res.shape_offset_sym = formulas(tg[0].address, zero_ids, prob,
+                                                                                 buffer, symbolic=True)
     ranges = _ranges(prob)
     seen_keys = set()
     budget_s = CHECK_BUDGET_S if check_budget_s is None else check_budget_s
@@ -1160,22 +1163,32 @@ def _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, ex
 
 # ----------------------------------------------------------------------------- formulas
 
-def formulas(address: Expr, zero_ids, prob: Problem, buffer: str) -> Tuple[str, str]:
+def formulas(address: Expr, zero_ids, prob: Problem, buffer: str, symbolic: bool = False):
     """(extracted offset in kernel-argument terms, expanded extracted - expected in shape
     terms), both as sympy text; integer readings (32-bit wraparound not shown).  Expressions
-    with more than FORMULA_NODES nodes are not expanded (display only, never a verdict)."""
+    with more than FORMULA_NODES nodes are not expanded (display only, never a verdict).
+    With ``symbolic``, also the two sympy expressions: the byte offset in kernel-argument
+    terms and in shape terms (the layout's contract substituted), None where not shown."""
     import sympy
     from .symbolic_text import to_sympy
     try:
         if sum(1 for _ in X.walk(address)) > FORMULA_NODES:
-            return "<offset expression too large to display>", ""
+            out = ("<offset expression too large to display>", "", None, None)
+            return out if symbolic else out[:2]
         off = sympy.expand(to_sympy(address) - to_sympy(X.substitute(address, zero_ids)))
         full = X.substitute(address, {k: v for k, v in prob.kernargs.items() if v.width != 64 or k not in X.symbols(v)})
-        full_off = to_sympy(full) - to_sympy(X.substitute(full, zero_ids))
+        full_off = sympy.expand(to_sympy(full) - to_sympy(X.substitute(full, zero_ids)))
         diff = sympy.expand(full_off - to_sympy(prob.expected[buffer]))
-        return str(off), str(diff)
+        out = (str(off), str(diff), None, None)
+        if symbolic:               # readings without wraps: multiword values whole (addrsim diff)
+            from .symbolic_text import to_sympy_nowrap
+            ptr0 = {n: X.Const(0, v.width) for n, v in X.symbols(full).items() if v.kind == "ptr"}
+            ideal = lambda e: to_sympy_nowrap(X.substitute(e, ptr0))  # noqa: E731  # offsets: any base, 0
+            out = (str(off), str(diff), sympy.expand(ideal(address) - ideal(X.substitute(address, zero_ids))),
+                   sympy.expand(ideal(full) - ideal(X.substitute(full, zero_ids))))
     except Exception as e:  # formula display must never hide a verdict
-        return f"<formula not shown: {type(e).__name__}>", ""
+        out = (f"<formula not shown: {type(e).__name__}>", "", None, None)
+    return out if symbolic else out[:2]
 
 
 FORMULA_NODES = 400

@@ -25,8 +25,8 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from . import __version__
-from . import codeobj
 from .errors import InputError
+from .listing import is_code_object, load_source
 from .models import ModelSet, choose_family, load_models
 
 ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
@@ -42,6 +42,7 @@ class Corpus:
     routes: Dict[str, List[dict]] = field(default_factory=dict)
     tables: List[str] = field(default_factory=list)
     family: Dict[str, str] = field(default_factory=dict)      # file -> kernel family name
+    like: Dict[str, str] = field(default_factory=dict)        # listing file -> code object (--like)
     tmpdir: Optional[tempfile.TemporaryDirectory] = None
 
 
@@ -62,9 +63,11 @@ def installed_aiter_dirs() -> List[Path]:
     return out
 
 
-def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False) -> Corpus:
-    """Expand ``inputs`` into the code objects to scan.  Raises InputError for a missing
-    path or an unreadable wheel."""
+def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None) -> Corpus:
+    """Expand ``inputs`` into the code objects and listings to scan: directories (every
+    ``*.co`` below), wheels, and files (code objects or assembly listings; ``like`` is the
+    code object the listings take their metadata from, :mod:`addrsim.listing`).  Raises
+    InputError for a missing path or an unreadable wheel."""
     c = Corpus()
     paths: List[Path] = []
     roots = [Path(p) for p in inputs] + (installed_aiter_dirs() if aiter else [])
@@ -90,8 +93,9 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False) -> Corpus:
         else:
             paths.append(p)
     for p in paths:
+        listing = not is_code_object(p)
         try:
-            co = codeobj.load(p)
+            co = load_source(p, like if listing else None).co
         except InputError as e:
             if len(roots) == 1 and roots[0] == p:
                 raise
@@ -101,6 +105,8 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False) -> Corpus:
             c.skipped.append((str(p), "no kernel family in the models describes its kernels"))
             continue
         c.files.append(str(p))
+        if listing and like is not None:
+            c.like[str(p)] = str(like)
         c.family[str(p)] = f"{co.arch}:{choose_family(ms, co.kernels[0], co.arch)['name']}"
     for t in c.tables:
         c.routes.update(read_routes(t))
@@ -144,10 +150,12 @@ def _scan_group(paths, buffers, layouts):
 def _scan_one(path, buffers, layouts):
     from .api import verify
     w = _WORKER
+    opts = dict(w["options"])
+    like = opts.pop("likes", {}).get(path)
     try:
         return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], timeout_ms=w["timeout_ms"],
                       cache=w["cache"], min_budget_s=w["min_budget_s"], check_budget_s=w["check_budget_s"],
-                      **w["options"])
+                      like=like, **opts)
     except InputError as e:
         return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
 
@@ -160,7 +168,8 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
     """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`, which documents
     ``arith``, ``memory_gib`` and ``smt_dir``); reports in the order of ``corpus.files``, each
     kernel annotated with its routed configurations."""
-    options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties)}
+    options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties),
+               "likes": dict(corpus.like)}
     reports: Dict[str, dict] = {}
     bar = None
     if progress:
