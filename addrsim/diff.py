@@ -28,7 +28,7 @@ from __future__ import annotations
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
-from .api import DEFAULT_LAYOUTS, DEFAULT_PROPERTIES, verify
+from .api import DEFAULT_LAYOUTS, verify
 
 DIFF_CHARS = 400
 
@@ -70,7 +70,7 @@ def _pair(old_k: List[str], new_k: List[str]) -> List[Tuple[str, str]]:
 
 
 def diff(old, new, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str] = DEFAULT_LAYOUTS,
-         like=None, like_old=None, like_new=None, properties: Sequence[str] = DEFAULT_PROPERTIES, **options) -> dict:
+         like=None, like_old=None, like_new=None, properties: Sequence[str] = ("address",), **options) -> dict:
     """Compare the buffer-address verdicts of ``old`` and ``new`` (code objects or listings).
 
     ``like`` is the code object that a listing among the two takes its metadata from
