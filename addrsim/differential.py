@@ -86,12 +86,13 @@ class Subject:
 
 
 def load_subject(path, buffers: Sequence[str] = ("lse", "d", "q", "k"), ms: Optional[ModelSet] = None,
-                 kernel_index: int = 0) -> Subject:
-    """Load, disassemble and explore kernel ``kernel_index`` of the code object at ``path``,
+                 kernel_index: int = 0, like=None) -> Subject:
+    """Load, disassemble and explore kernel ``kernel_index`` of the code object (or listing,
+    with ``like``: :mod:`addrsim.listing`) at ``path``,
     with the pointer arguments of those of ``buffers`` the kernel has as exploration targets.
     Raises InputError (bad file, malformed models) and ToolError (no llvm-objdump)."""
     ms = ms or load_models()
-    src = load_source(path)
+    src = load_source(path, like)
     co = src.co
     k = co.kernels[kernel_index]
     code = src.code[k.symbol]
