@@ -102,6 +102,30 @@ def main(argv: Optional[List[str]] = None) -> int:
     df.add_argument("--bound", action="append", type=_bound, default=[], metavar="NAME=MIN:MAX")
     df.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
     _common(df, "address")
+    cx = sub.add_parser("crosscheck", help="run the LSE/D verdicts on real attention gradients (GPU or CPU)")
+    cx.add_argument("file", metavar="FILE.co|LISTING.s")
+    cx.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
+    cx.add_argument("--buffer", action="append", help="lse and/or d (default both)")
+    cx.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
+    cx.add_argument("--backend", choices=("torch", "triton"), default="torch",
+                    help="torch (CPU, or the GPU with --device cuda) or triton (GPU)")
+    cx.add_argument("--device", default=None, help="torch device for the torch backend (default cpu)")
+    cx.add_argument("--cases", type=int, default=6, metavar="N", help="cases per layout (default 6)")
+    cx.add_argument("--plot", metavar="FILE.png", help="draw the LSE rows each (batch_id, head_id) reads")
+    cx.add_argument("--json", metavar="FILE", help="write the cross-check report ('-' for stdout)")
+    cx.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    cx.add_argument("--bound", action="append", type=_bound, default=[], metavar="NAME=MIN:MAX")
+    cx.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    rp = sub.add_parser("repro", help="print a PyTorch script (aiter's API) that reproduces a counterexample on AMD hardware")
+    rp.add_argument("file", metavar="FILE.co|LISTING.s")
+    rp.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
+    rp.add_argument("--buffer", required=True, help="buffer (e.g. lse)")
+    rp.add_argument("--layout", required=True, help="bhsd, bshd or sbhd")
+    rp.add_argument("--shape", metavar="NAME=V,...", help="write the script for this shape instead of the counterexample")
+    rp.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    rp.add_argument("--bound", action="append", type=_bound, default=[], metavar="NAME=MIN:MAX")
+    rp.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    rp.add_argument("-o", "--output", metavar="FILE.py", help="write the script to FILE.py (default stdout)")
     sc = sub.add_parser("scan", help="check every buffer of every kernel of a corpus, for every layout (CI gate)")
     sc.add_argument("inputs", nargs="*", metavar="DIR_OR_WHEEL_OR_FILE")
     sc.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata the listings among the inputs take")
@@ -133,6 +157,10 @@ def main(argv: Optional[List[str]] = None) -> int:
         return _scan(args)
     if args.cmd == "diff":
         return _diff(args)
+    if args.cmd == "crosscheck":
+        return _crosscheck(args)
+    if args.cmd == "repro":
+        return _repro(args)
     if args.cmd == "explain":
         from .explain import explain, format_explanations
         try:
@@ -166,6 +194,114 @@ def main(argv: Optional[List[str]] = None) -> int:
                 sys.stderr.write(f"addrsim: {args.json}: cannot write ({e.strerror})\n")
                 return EXIT_BAD_INPUT
     return exit_status(reports)
+
+
+def _crosscheck(args) -> int:
+    from .crosscheck import AddressFunction, build_cases, device_name, format_report, report, run_case
+    try:
+        models = load_models(list(args.model))
+        buffers = args.buffer or ["lse", "d"]
+        for b in buffers:
+            if b not in ("lse", "d"):
+                raise InputError("--buffer", f"crosscheck reads LSE and D: {b!r} is not one of lse, d")
+        if args.cases < 1:
+            raise InputError("--cases", "needs at least 1 case per layout")
+        af = AddressFunction(args.file, buffers, models, like=args.like)
+        layouts = args.layout or list(DEFAULT_LAYOUTS)
+        for lay in layouts:
+            if lay not in models.layouts:
+                raise InputError("--layout", f"unknown layout {lay!r}")
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            raise InputError("--backend", "the cross-check needs PyTorch (pip install torch)") from None
+        if args.backend == "triton":
+            try:
+                import triton  # noqa: F401
+            except ImportError:
+                raise InputError("--backend", "the triton backend needs Triton and a GPU") from None
+            if not torch.cuda.is_available():
+                raise InputError("--backend", "the triton backend needs a GPU (torch.cuda.is_available() is False)")
+        cases = build_cases(af, args.file, layouts, args.cases, like=args.like, timeout_ms=args.timeout,
+                            bounds=dict(args.bound) or None,
+                            progress=lambda m: sys.stderr.write(f"addrsim: {m}\n"))
+        results = [run_case(af, c, args.backend, device=args.device) for c in cases]
+        rep = report(results, args.backend, device_name(args.backend) if args.backend == "triton" or
+                     (args.device or "cpu") != "cpu" else "cpu", args.file)
+        if args.plot:
+            from .plots import pick_shapes, plot_rows
+            plot_rows(af, pick_shapes(cases), args.plot, buffers[0],
+                      title=f"{af.sub.kernel.symbol}: {buffers[0].upper()} rows read (blue; red: out of range) "
+                            f"vs rows it should read (grey)")
+            rep["plot"] = args.plot
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    if args.json == "-":
+        json.dump(rep, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        print(format_report(rep))
+        if args.json:
+            with open(args.json, "w") as fh:
+                json.dump(rep, fh, indent=2)
+    ran = [c for c in rep["cases"] if c["observed"] != "skipped"]
+    if not ran:
+        return 2
+    return 0 if rep["agree"] else 1
+
+
+def _repro(args) -> int:
+    from .repro import script
+    from .listing import load_source
+    try:
+        models = load_models(list(args.model))
+        kern = load_source(args.file, args.like).co.kernels[0].symbol
+        coords, why = None, ""
+        if args.shape:
+            try:
+                shape = {k.strip(): int(v) for k, v in (kv.split("=", 1) for kv in args.shape.split(","))}
+            except ValueError:
+                raise InputError("--shape", f"expected NAME=V,NAME=V,..., got {args.shape!r}") from None
+            defaults = {"nhead_k": shape.get("nhead_q", 1), "seqlen_k": shape.get("seqlen_q", 1),
+                        "hdim_v": shape.get("hdim_q", 128)}
+            shape = {**defaults, **shape}
+            missing = [n for n in ("batch", "nhead_q", "seqlen_q", "hdim_q") if n not in shape]
+            if missing:
+                raise InputError("--shape", f"missing {', '.join(missing)}")
+        else:
+            rep = verify(args.file, [args.buffer], [args.layout], models=models, bounds=dict(args.bound),
+                         timeout_ms=args.timeout, properties=("address",), like=args.like)
+            c = rep["kernels"][0]["checks"][0]
+            if c["verdict"] != "counterexample":
+                sys.stderr.write(f"addrsim: {args.buffer}/{args.layout} is {c['verdict']}: no failing shape to "
+                                 f"reproduce (give --shape to write a script for a shape of your choice)\n")
+                return 0 if c["verdict"] == "proved" else 2
+            x = c["counterexample"]
+            shape = {k: int(v) for k, v in x["shape"].items()}
+            coords = (x["coords"]["batch_id"], x["coords"]["head_id"])
+            why = f"Cause: {c.get('cause')}."
+        fam_acc = 4
+        from .models import choose_family
+        co = load_source(args.file, args.like).co
+        fam = choose_family(models, co.kernels[0], co.arch)
+        if fam:
+            fam_acc = int((fam.get("params") or {}).get("acc", 4) or 4)
+        try:
+            text = script(kern, str(args.file), args.buffer, args.layout, shape,
+                          "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc != 2, coords=coords, why=why,
+                          causal="_causal" in kern)
+        except ValueError as e:
+            raise InputError("--layout", str(e)) from None
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def _diff(args) -> int:
