@@ -88,10 +88,18 @@ def softmax_scale(hdim: int) -> float:
     return 1.0 / math.sqrt(hdim)
 
 
+#: below this max |ref|, an error is absolute: a gradient that is 0 in exact arithmetic (one
+#: key: softmax is constant, dQ = dK = 0) is compared with its rounding noise, not divided by it
+ZERO_REF = 1e-6
+
+
+def relative(num: float, den: float) -> float:
+    """num / den, or num when den < ZERO_REF (see ZERO_REF)."""
+    return num / den if den >= ZERO_REF else num
+
+
 def max_rel_err(x: torch.Tensor, ref: torch.Tensor) -> float:
-    """max |x - ref| / max |ref| (0 when both are 0; inf when x is not finite)."""
+    """max |x - ref| / max |ref| (:func:`relative`; inf when x is not finite)."""
     if not torch.isfinite(x).all():
         return math.inf
-    den = ref.abs().max().item()
-    num = (x - ref).abs().max().item()
-    return num / den if den > 0 else (0.0 if num == 0 else math.inf)
+    return relative((x - ref).abs().max().item(), ref.abs().max().item())

@@ -112,6 +112,8 @@ def main(argv: Optional[List[str]] = None) -> int:
     cx.add_argument("--device", default=None, help="torch device for the torch backend (default cpu)")
     cx.add_argument("--cases", type=int, default=6, metavar="N", help="cases per layout (default 6)")
     cx.add_argument("--plot", metavar="FILE.png", help="draw the LSE rows each (batch_id, head_id) reads")
+    cx.add_argument("--plan-out", metavar="PLAN.json", help="only write the cases and their offsets (no run); run "
+                    "them elsewhere with python3 -m addrsim.crossrun PLAN.json")
     cx.add_argument("--json", metavar="FILE", help="write the cross-check report ('-' for stdout)")
     cx.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     cx.add_argument("--bound", action="append", type=_bound, default=[], metavar="NAME=MIN:MAX")
@@ -197,7 +199,8 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def _crosscheck(args) -> int:
-    from .crosscheck import AddressFunction, build_cases, device_name, format_report, report, run_case
+    from .crosscheck import AddressFunction, build_cases, plan_case
+    from .crossrun import format_report, run_plan
     try:
         models = load_models(list(args.model))
         buffers = args.buffer or ["lse", "d"]
@@ -211,11 +214,13 @@ def _crosscheck(args) -> int:
         for lay in layouts:
             if lay not in models.layouts:
                 raise InputError("--layout", f"unknown layout {lay!r}")
+        run = not args.plan_out
         try:
-            import torch  # noqa: F401
+            if run:
+                import torch  # noqa: F401
         except ImportError:
             raise InputError("--backend", "the cross-check needs PyTorch (pip install torch)") from None
-        if args.backend == "triton":
+        if run and args.backend == "triton":
             try:
                 import triton  # noqa: F401
             except ImportError:
@@ -225,9 +230,16 @@ def _crosscheck(args) -> int:
         cases = build_cases(af, args.file, layouts, args.cases, like=args.like, timeout_ms=args.timeout,
                             bounds=dict(args.bound) or None,
                             progress=lambda m: sys.stderr.write(f"addrsim: {m}\n"))
-        results = [run_case(af, c, args.backend, device=args.device) for c in cases]
-        rep = report(results, args.backend, device_name(args.backend) if args.backend == "triton" or
-                     (args.device or "cpu") != "cpu" else "cpu", args.file)
+        plan = {"tool": "addrsim", "kernel": af.sub.kernel.symbol, "file": str(args.file),
+                "cases": [plan_case(af, c, args.file) for c in cases]}
+        if args.plan_out:
+            with open(args.plan_out, "w") as fh:
+                json.dump(plan, fh, indent=1)
+            sys.stderr.write(f"addrsim: wrote {len(cases)} cases to {args.plan_out}; run them with "
+                             f"python3 -m addrsim.crossrun {args.plan_out} --backend {args.backend}\n")
+            rep = {"cases": []}
+        else:
+            rep = run_plan(plan, args.backend, args.device)
         if args.plot:
             from .plots import pick_shapes, plot_rows
             plot_rows(af, pick_shapes(cases), args.plot, buffers[0],
@@ -237,6 +249,8 @@ def _crosscheck(args) -> int:
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
+    if args.plan_out:
+        return 0
     if args.json == "-":
         json.dump(rep, sys.stdout, indent=2)
         sys.stdout.write("\n")

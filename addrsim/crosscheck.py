@@ -16,8 +16,9 @@ For one kernel and its LSE/D buffers, per layout:
    that offset plus 4*r bytes (the per-row step, proved for every loop iteration by the
    address check).  A read outside the V#'s num_records, or outside the LSE/D allocation
    ([batch, nhead_q, seqlen_q] fp32), returns 0, as a buffer load does.
-3. **Run.**  A flash-attention backward (:mod:`addrsim.attention`; backends ``torch`` on
-   the CPU or GPU, ``triton`` on a GPU, :mod:`addrsim.attention_triton`) reads LSE and D
+3. **Run** (:mod:`addrsim.crossrun`, which needs only PyTorch: the plan of steps 1-2 is JSON
+   and can be run on another machine).  A flash-attention backward (:mod:`addrsim.attention`;
+   backends ``torch`` on the CPU or GPU, ``triton`` on a GPU, :mod:`addrsim.attention_triton`) reads LSE and D
    through those offsets from buffers holding the true forward statistics, with Q, dO stored
    in the case layout's row order, and its dQ, dK, dV are compared with PyTorch autograd in
    fp32.  Keys are cut to ``KEYS`` rows: the LSE/D offsets do not depend on the key count
@@ -50,10 +51,9 @@ from .differential import environment, in_domain, load_subject, symbolic_address
 from .errors import InputError
 from .models import SHAPE_VARS, load_models
 
-KEYS = 128
+from .crossrun import KEYS, TOL  # noqa: F401  (documented here, used by the runner)
+
 MAX_PAIRS = 16
-TOL = 1e-2
-MAX_LSE_ELEMS = 1 << 28          # 1 GiB of fp32 per buffer
 CXBUFFERS = ("lse", "d")
 
 
@@ -70,20 +70,6 @@ class Case:
     why: str
     coords: Optional[Tuple[int, int]] = None
     buffers: Tuple[str, ...] = CXBUFFERS
-
-
-@dataclass
-class Result:
-    """A case run: ``observed`` "pass"/"fail" ("skipped" with ``note`` when it could not run),
-    ``max_rel_err`` per tensor (dq, dk, dv, d), the pairs run, the backend's seconds."""
-
-    case: Case
-    observed: str
-    max_rel_err: Dict[str, float] = field(default_factory=dict)
-    pairs: List[Tuple[int, int]] = field(default_factory=list)
-    wrong_pairs: List[Tuple[int, int]] = field(default_factory=list)
-    note: str = ""
-    time_s: float = 0.0
 
 
 class AddressFunction:
@@ -267,9 +253,13 @@ def build_cases(af: AddressFunction, path, layouts: Sequence[str], max_cases: in
     return out
 
 
-# ----------------------------------------------------------------------------- runs
+
+
+# ----------------------------------------------------------------------------- plans
 
 def _pairs(case: Case) -> List[Tuple[int, int]]:
+    """The (batch_id, head_id) pairs a case runs: all of them up to MAX_PAIRS, else the
+    corners, (1, 0) and the counterexample's pair."""
     b, h = case.shape["batch"], case.shape["nhead_q"]
     if b * h <= MAX_PAIRS:
         return [(i, j) for i in range(b) for j in range(h)]
@@ -279,140 +269,20 @@ def _pairs(case: Case) -> List[Tuple[int, int]]:
     return sorted(s)
 
 
-def run_case(af: AddressFunction, case: Case, backend: str = "torch", device: Optional[str] = None,
-             dtype=None, seed: int = 0) -> Result:
-    """Run one case on ``backend`` ("torch" or "triton") and compare with the reference."""
-    import torch
-    from . import attention as A
-    t0 = time.time()
-    sh = case.shape
-    B, H, S, hd, hv = sh["batch"], sh["nhead_q"], sh["seqlen_q"], sh["hdim_q"], sh["hdim_v"]
-    keys = min(KEYS, sh["seqlen_k"])
-    numel = B * H * S
-    if numel > MAX_LSE_ELEMS:
-        return Result(case, "skipped", note=f"LSE has {numel} rows, more than {MAX_LSE_ELEMS} (1 GiB)")
-    if hd != hv:
-        return Result(case, "skipped", note="hdim_q != hdim_v is not run by the cross-check")
-    for b_ in case.buffers:
-        ks = af.key_side_arguments(b_)
-        if ks:
-            return Result(case, "skipped", note=f"{b_}'s address reads key-side arguments {ks}: keys cannot be cut")
-    device = device or ("cuda" if backend == "triton" else "cpu")
-    dtype = dtype or (torch.float16 if "_fp16" in case.kernel else torch.bfloat16)
-    scale = A.softmax_scale(hd)
+def plan_case(af: AddressFunction, case: Case, path) -> dict:
+    """The JSON plan of one case for :func:`addrsim.crossrun.run_case`: shape, prediction,
+    pairs, and the slice offsets (bytes from the buffer pointer, V# check) per pair and
+    buffer, evaluated on the kernel's address function at the case's shape."""
     pairs = _pairs(case)
-    starts: Dict[str, Dict[Tuple[int, int], Tuple[Optional[int], bool]]] = {}
+    offsets = {}
     for buf in case.buffers:
-        starts[buf] = {p: af.slice_offset(case.layout, buf, sh, *p) for p in pairs}
-    # owners: the pairs whose rows the run reads (their forward statistics are needed)
-    owners = set(pairs)
+        offsets[buf] = {f"{b},{h}": list(af.slice_offset(case.layout, buf, case.shape, b, h)) for b, h in pairs}
+    skip = ""
     for buf in case.buffers:
-        for off, ok in starts[buf].values():
-            if off is None or not ok:
-                continue
-            for r in (0, S - 1):
-                idx = off // 4 + r
-                if 0 <= idx < numel:
-                    owners.add(divmod(idx // S, H))
-            first, last = off // 4, off // 4 + S - 1
-            for q in range(max(0, first) // S, min(numel - 1, last) // S + 1):
-                owners.add(divmod(q, H))
-    data = {p: A.pair_data(p[0], p[1], H, S, keys, hd, dtype, seed) for p in sorted(owners)}
-    lse_buf = torch.zeros(numel, dtype=torch.float32)
-    d_buf = torch.zeros(numel, dtype=torch.float32)
-    for (b, h), pd in data.items():
-        lse, d = A.forward_stats(pd, scale)
-        lse_buf[(b * H + h) * S:(b * H + h + 1) * S] = lse
-        d_buf[(b * H + h) * S:(b * H + h + 1) * S] = d
-    bufs = {"lse": lse_buf, "d": d_buf}
-    refs = {p: A.reference(data[p], scale) for p in pairs}
-    if backend == "torch":
-        outs = {}
-        for p in pairs:
-            reads = {}
-            for buf in ("lse", "d"):
-                off, ok = starts[buf][p] if buf in starts else ((p[0] * H + p[1]) * S * 4, True)
-                reads[buf] = gather(bufs[buf], off, ok, S)
-            pd = A.PairData(*(t.to(device) for t in (data[p].q, data[p].k, data[p].v, data[p].do)))
-            outs[p] = {k: v.cpu() for k, v in A.backward(pd, reads["lse"].to(device), reads["d"].to(device), scale).items()}
-    elif backend == "triton":
-        from .attention_triton import backward_pairs
-        offs = {buf: [starts[buf][p] if buf in starts else ((p[0] * H + p[1]) * S * 4, True) for p in pairs]
-                for buf in ("lse", "d")}
-        outs = backward_pairs([data[p] for p in pairs], bufs["lse"], bufs["d"], offs["lse"], offs["d"], scale,
-                              token_major=case.layout != "bhsd")
-        outs = dict(zip(pairs, outs))
-    else:
-        raise InputError("--backend", f"unknown backend {backend!r} (torch, triton)")
-    err = {}
-    for t in ("dq", "dk", "dv"):
-        num = max((outs[p][t] - refs[p][t]).abs().max().item() if torch.isfinite(outs[p][t]).all() else math.inf
-                  for p in pairs)
-        den = max(refs[p][t].abs().max().item() for p in pairs)
-        err[t] = num / den if den > 0 else 0.0
-    # D on its own: the buffer as the pre-processing stage wrote it, at the right rows
-    err["d"] = max(A.max_rel_err(d_buf[(b * H + h) * S:(b * H + h + 1) * S], refs[(b, h)]["d"]) for b, h in pairs)
-    wrong = [p for p in pairs if any(A.max_rel_err(outs[p][t], refs[p][t]) > TOL for t in ("dq", "dk", "dv"))]
-    observed = "fail" if max(err["dq"], err["dk"], err["dv"]) > TOL else "pass"
-    return Result(case, observed, {k: float(v) for k, v in err.items()}, pairs, wrong, time_s=time.time() - t0)
-
-
-def gather(buf, off: Optional[int], ok: bool, rows: int):
-    """Rows 0..rows-1 of a slice read at byte offset ``off`` from a flat fp32 buffer; reads
-    outside the buffer, or when the V# check fails (``ok`` False), are 0 (a buffer load)."""
-    import torch
-    if off is None or not ok:
-        return torch.zeros(rows, dtype=torch.float32)
-    start = off // 4
-    idx = torch.arange(start, start + rows, dtype=torch.int64)
-    valid = (idx >= 0) & (idx < buf.numel())
-    out = torch.zeros(rows, dtype=torch.float32)
-    out[valid] = buf[idx[valid]]
-    return out
-
-
-def device_name(backend: str) -> str:
-    """The GPU's own name as PyTorch reports it, or "cpu"."""
-    import torch
-    if backend == "triton" or torch.cuda.is_available():
-        return torch.cuda.get_device_name(0)
-    return "cpu"
-
-
-def report(results: List[Result], backend: str, device: str, path: str) -> dict:
-    """The JSON of the issue: ``{"device", "backend", "cases": [{"kernel", "buffer",
-    "layout", "shape", "predicted", "observed", "max_rel_err": {"dq", "dk", "dv", "d"}}]}``,
-    plus ``confusion`` (predicted x observed counts), ``agree`` and per-case details."""
-    cases = []
-    conf = {f"{p}/{o}": 0 for p in ("pass", "fail") for o in ("pass", "fail", "skipped")}
-    for r in results:
-        c = r.case
-        conf[f"{c.predicted}/{r.observed}"] += 1
-        cases.append({"kernel": c.kernel, "file": str(path), "buffer": "+".join(c.buffers), "layout": c.layout,
-                      "shape": c.shape, "predicted": c.predicted, "observed": r.observed,
-                      "max_rel_err": r.max_rel_err, "why": c.why,
-                      "coords": list(c.coords) if c.coords else None, "pairs_run": [list(p) for p in r.pairs],
-                      "wrong_pairs": [list(p) for p in r.wrong_pairs], "note": r.note, "time_s": round(r.time_s, 2)})
-    ran = [r for r in results if r.observed != "skipped"]
-    agree = bool(ran) and all(r.case.predicted == r.observed for r in ran)
-    return {"device": device, "backend": backend, "tolerance": TOL, "keys": KEYS, "cases": cases,
-            "confusion": conf, "agree": agree}
-
-
-def format_report(rep: dict) -> str:
-    out = [f"device: {rep['device']}   backend: {rep['backend']}   tolerance {rep['tolerance']} (max rel err of dQ/dK/dV)"]
-    out.append(f"  {'layout':<7}{'shape':<58}{'pred':<6}{'obs':<8}{'dq':>9}{'dk':>9}{'dv':>9}{'d':>9}  why")
-    for c in rep["cases"]:
-        s = " ".join(f"{k}={v}" for k, v in c["shape"].items() if k in ("batch", "nhead_q", "nhead_k", "seqlen_q", "hdim_q"))
-        e = c["max_rel_err"]
-        errs = "".join(f"{e.get(t, float('nan')):>9.1e}" for t in ("dq", "dk", "dv", "d"))
-        mark = "" if c["observed"] in (c["predicted"], "skipped") else "  <-- DISAGREE"
-        out.append(f"  {c['layout']:<7}{s:<58}{c['predicted']:<6}{c['observed']:<8}{errs}  {c['why']}{mark}"
-                   + (f" [{c['note']}]" if c["note"] else ""))
-    cf = rep["confusion"]
-    out.append("\n  confusion (rows: predicted, columns: observed)")
-    out.append(f"  {'':<14}{'pass':>6}{'fail':>6}{'skipped':>9}")
-    for p in ("pass", "fail"):
-        out.append(f"  predicted {p:<4}{cf[p + '/pass']:>6}{cf[p + '/fail']:>6}{cf[p + '/skipped']:>9}")
-    out.append(f"\ncross-check {'PASSES: predicted and observed agree in every case run' if rep['agree'] else 'FAILS'}")
-    return "\n".join(out)
+        ks = af.key_side_arguments(buf)
+        if ks:
+            skip = f"{buf}'s address reads key-side arguments {ks}: keys cannot be cut"
+    return {"kernel": case.kernel, "file": str(path), "layout": case.layout, "shape": case.shape,
+            "predicted": case.predicted, "why": case.why, "coords": list(case.coords) if case.coords else None,
+            "buffers": list(case.buffers), "pairs": [list(p) for p in pairs], "offsets": offsets,
+            "dtype": "fp16" if "_fp16" in case.kernel else "bf16", "keys": KEYS, "skip": skip}
