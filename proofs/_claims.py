@@ -163,6 +163,8 @@ class Claim:
     minimize: variables shrunk first, in this order (batch, nhead_q, seqlen_q by default); the
         others follow in declaration order.
     source: where the statement comes from (DOMAIN.md section, aiter file and line).
+    lhs_text, rhs_text: names of both sides in reports.
+    lemmas: (text, fact) hints, each proved by :func:`check` before it is used (see there).
     """
     name: str
     pattern: str
@@ -180,6 +182,7 @@ class Claim:
     source: str = ""
     lhs_text: str = ""
     rhs_text: str = ""
+    lemmas: Sequence[Tuple[str, Callable[[dict], Any]]] = ()
 
 
 @dataclass
@@ -193,6 +196,7 @@ class Result:
     case: Dict[str, int] = field(default_factory=dict)
     seconds: float = 0.0
     reason: str = ""                   # why "unknown"
+    lemmas: Dict[str, int] = field(default_factory=dict)   # lemma text -> cases it was proved in
 
     @property
     def ok(self) -> bool:
@@ -234,71 +238,111 @@ def replay(claim: Claim, model: Mapping[str, int]) -> Tuple[Any, Any, bool, bool
     return claim.lhs(env), claim.rhs(env), dom, bool(claim.precondition(env))
 
 
+# Portfolio: Z3's nonlinear integer arithmetic is sensitive to the form of the query and to
+# its random seed (a query it settles in 0.1 s one way can time out another way).  Every
+# strategy is sound, so the first definite answer (sat or unsat) is the answer; "unknown" only
+# when every strategy gives up.  Two rounds: short slices first, then the rest of the budget.
+STRATEGIES = ((True, 0), (False, 0), (True, 1), (False, 2))     # (Z3 rewriter first, random_seed)
+
+
+class _Query:
+    """The assertions of one case; ``solve(extra)`` runs the portfolio on them plus ``extra``."""
+
+    def __init__(self, assertions, timeout_ms: int):
+        self.raw = list(assertions)
+        self.simp = [z3.simplify(a) for a in self.raw]     # e.g. (nhead_q*384)/384 -> nhead_q
+        self.timeout_ms = timeout_ms
+        self.reasons: list = []
+
+    def solve(self, extra=()):
+        """(z3.sat/unsat/unknown, model or None)."""
+        extra = list(extra)
+        n = len(STRATEGIES)
+        for share in (1, 3):                          # 1/4 of the budget, then 3/4
+            slice_ms = max(50, self.timeout_ms * share // (4 * n))
+            for simp, seed in STRATEGIES:
+                s = z3.Solver()
+                s.set(timeout=slice_ms)
+                s.set("random_seed", seed)
+                s.add(*(self.simp if simp else self.raw))
+                s.add(*extra)
+                r = s.check()
+                if r == z3.sat:
+                    return r, s.model()
+                if r == z3.unsat:
+                    return r, None
+                self.reasons.append(s.reason_unknown())
+        return z3.unknown, None
+
+
 def check(claim: Claim, timeout_ms: int = 10_000, minimize: bool = True) -> Result:
-    """Check ``claim``: "proved" only when Z3 answers unsat for every case."""
+    """Check ``claim``: "proved" only when Z3 answers unsat for every case.
+
+    The claim's lemmas are proved first, in order, each under the domain, the precondition and
+    the lemmas before it; a lemma that is not proved (refuted or unknown) is left out, and so
+    are the lemmas after it.  The main query is the domain, the precondition, the proved
+    lemmas and lhs != rhs.  Lemmas are facts implied by the rest, so they change no verdict:
+    they only spare Z3 nonlinear reasoning."""
     t0 = time.monotonic()
     unknown = ""
+    lemmas_proved: Dict[str, int] = {}
     for case in claim.cases:
         v = _vars(claim, case)
-        s = z3.Solver()
-        s.set(timeout=timeout_ms)
-        s.add(*_domain_constraints(claim, v))
-        s.add(_bool(claim.precondition(v)))
-        s.add(_bool(ne(claim.lhs(v), claim.rhs(v))))
-        r = s.check()
+        base = _domain_constraints(claim, v) + [_bool(claim.precondition(v))]
+        for text, fn in claim.lemmas:
+            lem = _bool(fn(v))
+            r, _ = _Query(base, timeout_ms).solve([z3.Not(lem)])
+            if r != z3.unsat:
+                break
+            base.append(lem)
+            lemmas_proved[text] = lemmas_proved.get(text, 0) + 1
+        q = _Query(base + [_bool(ne(claim.lhs(v), claim.rhs(v)))], timeout_ms)
+        r, m = q.solve()
         if r == z3.unsat:
             continue
         if r != z3.sat:
-            unknown = unknown or f"case {dict(case)}: {s.reason_unknown()}"
+            unknown = unknown or f"case {dict(case)}: {', '.join(sorted(set(q.reasons)))}"
             continue
-        model, minimal = _shrink(claim, s, v, case, timeout_ms) if minimize else (_model(s, v), False)
+        model, minimal = _shrink(claim, q, v, _model(m, v)) if minimize else (_model(m, v), False)
         lhs, rhs, dom, pre = replay(claim, model)
         if not (dom and pre) or lhs == rhs:
             raise ReplayError(f"{claim.name}: model {model} does not replay "
                               f"(domain {dom}, precondition {pre}, lhs {lhs}, rhs {rhs})")
-        return Result(claim, "counterexample", model, lhs, rhs, minimal, dict(case), time.monotonic() - t0)
+        return Result(claim, "counterexample", model, lhs, rhs, minimal, dict(case), time.monotonic() - t0,
+                      lemmas=lemmas_proved)
     if unknown:
-        return Result(claim, "unknown", seconds=time.monotonic() - t0, reason=unknown)
-    return Result(claim, "proved", seconds=time.monotonic() - t0)
+        return Result(claim, "unknown", seconds=time.monotonic() - t0, reason=unknown, lemmas=lemmas_proved)
+    return Result(claim, "proved", seconds=time.monotonic() - t0, lemmas=lemmas_proved)
 
 
-def _model(s: z3.Solver, v: Dict[str, Any]) -> Dict[str, int]:
-    m = s.model()
+def _model(m: z3.ModelRef, v: Dict[str, Any]) -> Dict[str, int]:
     return {n: (m.eval(x, model_completion=True).as_long() if is_sym(x) else x) for n, x in v.items()}
 
 
-def _shrink(claim: Claim, s: z3.Solver, v: Dict[str, Any], case, timeout_ms: int):
+def _shrink(claim: Claim, q: _Query, v: Dict[str, Any], best: Dict[str, int]):
     """Lexicographically minimal model in claim.minimize order, by tightening upper bounds
     (galloping from the lower bound, then bisection); the remaining variables are shrunk after
-    them, in declaration order, so that the report shows small values.  Returns (model, minimal)."""
-    best = _model(s, v)
-    minimal = True
+    them, in declaration order, so that the report shows small values.  Returns (model,
+    minimal): minimal is False when a shrinking query was not answered."""
+    fixed = []
     order = list(claim.minimize) + [n for n in claim.variables if n not in claim.minimize]
     for n in order:
         if n not in v or not is_sym(v[n]):
             continue
         x = v[n]
         lo, cur, k = claim.variables[n].lo, best[n], 0
-        while lo < cur and minimal:
+        while lo < cur:
             probe = min(lo + (1 << k) - 1, lo + (cur - lo - 1) // 2)
-            s.push()
-            s.add(x <= probe)
-            r = s.check()
+            r, m = q.solve(fixed + [x <= probe])
             if r == z3.sat:
-                best = _model(s, v)
+                best = _model(m, v)
                 cur = best[n]
             elif r == z3.unsat:
                 lo, k = probe + 1, k + 1
             else:
-                minimal = False
-            s.pop()
-        s.add(x == cur)
-        best[n] = cur
-        if not minimal:
-            break
-    if s.check() == z3.sat:          # one model with every fixed value
-        best = _model(s, v)
-    return best, minimal
+                return best, False
+        fixed.append(x == cur)
+    return best, True
 
 
 # --------------------------------------------------------------------------- output

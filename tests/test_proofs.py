@@ -5,7 +5,7 @@ violated, the shape is the expected minimal one), and altered statements are no 
 import dataclasses
 
 import pytest
-from proofs import all_claims, pattern_a_abi as A
+from proofs import all_claims, pattern_a_abi as A, pattern_b_sbhd_test as B
 from proofs._claims import Claim, Dom, check, eq, parse_expr, replay
 
 CLAIMS = all_claims()
@@ -19,7 +19,7 @@ def _proved(claim: Claim) -> bool:
 def test_claims_well_formed():
     names = [c.name for c in CLAIMS]
     assert len(names) == len(set(names)), "claim names must be unique"
-    assert {c.pattern for c in CLAIMS} >= {"A"}
+    assert {c.pattern for c in CLAIMS} >= {"A", "B"}
     for c in CLAIMS:
         assert c.expect in ("proved", "counterexample"), c.name
         assert c.statement and c.source, c.name
@@ -88,3 +88,37 @@ def test_mutation_a_head_term_from_seqlen():
 def test_mutation_a_64bit_done_in_32():
     c = _claim(A, "A.64bit")
     assert not _proved(dataclasses.replace(c, lhs=A.abi_32))
+
+
+def test_mutation_b_shift_5():
+    """(batch_id*BAs) >> 5 instead of >> 6 (hdim 128): no longer proved for BHSD."""
+    assert _proved(_claim(B, "B.term.bhsd"))
+    assert not _proved(B.term_claim(B.FILE["bhsd"], shift=5, cases=B.hdim_cases((128,))))
+
+
+def test_mutation_b_drop_branch():
+    """The shortcut alone (no `BAs < Seqs` branch): no longer proved for SBHD."""
+    assert _proved(_claim(B, "B.term.sbhd"))
+    assert not _proved(B.term_claim(B.FILE["sbhd"], branch=False))
+
+
+def test_mutation_b_detect_le():
+    """`BAs <= Seqs` instead of `BAs < Seqs`: SBHD with batch 1 is detected too."""
+    assert not _proved(B.detect_claim(B.FILE["sbhd"], cmp="le"))
+
+
+def test_mutation_b_drop_no_wrap_precondition():
+    c = _claim(B, "B.u32.term.bhsd.no-wrap")
+    assert _proved(c)
+    assert not _proved(dataclasses.replace(c, precondition=lambda v: True))
+
+
+def test_mutation_b_sbhd_term_from_head_stride():
+    """Rebuilding nhead_q as Seqs/(hdim*e) (wrong stride) instead of BAs/(hdim*e)."""
+    lay = B.FILE["sbhd"]
+    c = _claim(B, "B.term.sbhd")
+
+    def wrong(v):
+        st = B.strides(lay, v)
+        return B.ite(B.detect(st), B.sbhd_term(v, st["Seqs"]), B.shortcut(v, st["BAs"]))
+    assert not _proved(dataclasses.replace(c, lhs=wrong))
