@@ -43,14 +43,15 @@ class PairData:
 
 def pair_data(batch_id: int, head_id: int, nhead: int, seqlen: int, keys: int, hdim: int, dtype: torch.dtype,
               seed: int = 0, device="cpu") -> PairData:
-    """Deterministic inputs of the slice (same values on every device: drawn on the CPU)."""
-    g = torch.Generator().manual_seed(seed * 1_000_003 + batch_id * 65_537 + head_id)
+    """Deterministic inputs of the slice, drawn on ``device`` (the values depend on the
+    device's generator: the CPU and a GPU draw different ones, each the same every run)."""
+    g = torch.Generator(device=device).manual_seed(seed * 1_000_003 + batch_id * 65_537 + head_id)
     scale = 1.0 + 0.5 * ((batch_id * nhead + head_id) % SCALE_STEPS)
-    q = (torch.randn(seqlen, hdim, generator=g) * scale).to(dtype)
-    k = torch.randn(keys, hdim, generator=g).to(dtype)
-    v = torch.randn(keys, hdim, generator=g).to(dtype)
-    do = torch.randn(seqlen, hdim, generator=g).to(dtype)
-    return PairData(*(t.to(device) for t in (q, k, v, do)))
+    q = (torch.randn(seqlen, hdim, generator=g, device=device) * scale).to(dtype)
+    k = torch.randn(keys, hdim, generator=g, device=device).to(dtype)
+    v = torch.randn(keys, hdim, generator=g, device=device).to(dtype)
+    do = torch.randn(seqlen, hdim, generator=g, device=device).to(dtype)
+    return PairData(q, k, v, do)
 
 
 def forward_stats(p: PairData, scale: float) -> Tuple[torch.Tensor, torch.Tensor]:

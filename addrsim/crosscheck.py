@@ -172,9 +172,8 @@ def _small_shapes(fixed: Dict[str, int]) -> List[Dict[str, int]]:
     hd = fixed.get("hdim_q", 128)
     hv = fixed.get("hdim_v", hd)
     out = []
-    for b, h, s in ((2, 2, 128), (3, 2, 64), (2, 4, 256), (1, 2, 128)):
-        for hk in (1, h):
-            out.append({"batch": b, "nhead_q": h, "nhead_k": hk, "seqlen_q": s, "seqlen_k": s, "hdim_q": hd, "hdim_v": hv})
+    for b, h, s in ((2, 2, 128), (3, 2, 64), (2, 4, 256), (1, 2, 128), (1, 4, 256)):
+        out.append({"batch": b, "nhead_q": h, "nhead_k": h, "seqlen_q": s, "seqlen_k": s, "hdim_q": hd, "hdim_v": hv})
     return out
 
 
@@ -209,9 +208,11 @@ def build_cases(af: AddressFunction, path, layouts: Sequence[str], max_cases: in
                 (x["coords"]["batch_id"], x["coords"]["head_id"]))
         for cx in list(fails):
             last_fail = cx.shape
+            done = set()                  # lines (seqlen, nhead) that crossed the boundary
             for s, why in _variants(cx.shape):
-                if len(fails) + len(passes) >= 3 * max_cases:
-                    break
+                line = why.split("/")[0].split("=")[0]
+                if line in done or len(fails) + len(passes) >= 3 * max_cases:
+                    continue
                 if not af.in_domain(lay, s, bounds) or tuple(sorted(s.items())) in seen:
                     continue
                 pred, chk = _predict(path, lay, s, af.buffers, af.ms, like, timeout_ms)
@@ -223,13 +224,12 @@ def build_cases(af: AddressFunction, path, layouts: Sequence[str], max_cases: in
                 if chk:
                     coords = (chk["counterexample"]["coords"]["batch_id"], chk["counterexample"]["coords"]["head_id"])
                 add(s, pred, f"control {why} of the {cx.why.split(' (')[0]}", coords)
-                if pred == "pass" and why.startswith(("seqlen", "nhead")):
-                    # the other side of the boundary: the last failing shape on this line
-                    if last_fail is not cx.shape:
-                        add(last_fail, "fail", f"control just above the boundary ({why})")
-                    if why.startswith("seqlen"):
-                        continue
-                if pred == "fail":
+                if pred == "pass" and line in ("seqlen", "nhead_q"):
+                    done.add(line)        # the first shape below the boundary on this line, and
+                    if last_fail is not cx.shape:   # the last one above it
+                        add(last_fail, "fail", f"control just above the boundary ({why} passes)")
+                    last_fail = cx.shape
+                elif pred == "fail":
                     last_fail = s
         for s in _small_shapes(prob.fixed):
             if len(passes) >= max_cases:
