@@ -71,7 +71,7 @@ def _bwd_kernel(Q, K, V, DO, LSE, DL, QOFF, LSTART, LOK, DSTART, DOK, DQ, DK, DV
 def backward_pairs(datas, lse_buf: torch.Tensor, d_buf: torch.Tensor,
                    lse_offs: Sequence[Tuple[Optional[int], bool]], d_offs: Sequence[Tuple[Optional[int], bool]],
                    scale: float, token_major: bool, device: str = "cuda") -> List[Dict[str, torch.Tensor]]:
-    """dq, dk, dv (fp32, on the CPU) of each pair of ``datas`` (:class:`addrsim.attention.PairData`,
+    """dq, dk, dv (fp32, on ``device``) of each pair of ``datas`` (:class:`addrsim.attention.PairData`,
     all of one shape), LSE/D read from the flat fp32 buffers at the byte offsets given per
     pair ((None, _) or (_, False): every read is 0).  Q and dO are stored token-major
     ([seqlen, pairs, hdim]) or head-major ([pairs, seqlen, hdim])."""
@@ -108,4 +108,4 @@ def backward_pairs(datas, lse_buf: torch.Tensor, d_buf: torch.Tensor,
                              dq, dk, dv, stride_s, S, NK, lse_buf.numel(), nsplit, scale,
                              HD=HD, HDP=hdp, BLOCK_M=BLOCK_M, BLOCK_N=block_n, num_warps=8)
     torch.cuda.synchronize()
-    return [{"dq": dq[i].cpu(), "dk": dk[i].cpu(), "dv": dv[i].cpu()} for i in range(P)]
+    return [{"dq": dq[i], "dk": dk[i], "dv": dv[i]} for i in range(P)]

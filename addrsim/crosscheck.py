@@ -101,30 +101,42 @@ class AddressFunction:
             return False
         return in_domain(prob, shape, {s.name: 0 for s in prob.grid.values()}, 0)
 
-    def slice_offset(self, layout: str, buffer: str, shape: Dict[str, int], batch_id: int,
-                     head_id: int) -> Tuple[Optional[int], bool]:
-        """(byte offset of the slice's row 0 from the buffer pointer, signed; whether the
-        V# range check lets row 0 through).  (None, False) when the access does not apply or
-        cannot be evaluated there (its reads are then zeros)."""
-        prob = self.problem(layout)
+    def _address(self, prob, buffer: str, shape, batch_id: int, head_id: int, lane: int):
         g = prob.grid
-        env = environment(self.sub, prob, shape, {g["z"].name: batch_id, g["y"].name: head_id}, 0)
-        ptr = self.sub.pointers[buffer]
+        env = environment(self.sub, prob, shape, {g["z"].name: batch_id, g["y"].name: head_id}, lane)
         try:
-            hits = symbolic_addresses(self.sub.ex, ptr, env, undecided="include")
+            hits = symbolic_addresses(self.sub.ex, self.sub.pointers[buffer], env, undecided="include")
         except Exception:
-            return None, False
+            return None
         if not hits:
-            return None, False
+            return None
         h = next((x for x in hits if x.certain), hits[0])
-        off = (h.address - env[ptr]) & X.mask(64)
-        off = off - (1 << 64) if off >= 1 << 63 else off
         ok = True
         try:
             ok = X.evaluate(h.target.access.in_range, env) == 1
         except Exception:
             pass
-        return off, ok
+        return h.address, ok
+
+    def slice_offset(self, layout: str, buffer: str, shape: Dict[str, int], batch_id: int,
+                     head_id: int) -> Tuple[Optional[int], bool]:
+        """(byte offset of the (batch_id, head_id) slice from slice (0, 0), signed; whether the
+        V# range check lets the access through), as the kernel computes it: its address of
+        the buffer's first access minus the same access's address in workgroup (0, 0), both
+        for the first lane that makes the access (lanes 0, 64, 128, ...: in the a16 kernels
+        waves 0-1 read LSE and waves 2-3 read D through one V#), in the first key tile.  This
+        is the quantity the prover checks against the model's offset; slice (0, 0) itself is
+        taken to start at row 0.  (None, False) when no lane makes the access there (its
+        reads are then zeros)."""
+        prob = self.problem(layout)
+        for lane in range(0, 1024, 64):
+            here = self._address(prob, buffer, shape, batch_id, head_id, lane)
+            base = self._address(prob, buffer, shape, 0, 0, lane)
+            if here is None or base is None:
+                continue
+            off = (here[0] - base[0]) & X.mask(64)
+            return (off - (1 << 64) if off >= 1 << 63 else off), here[1]
+        return None, False
 
     def key_side_arguments(self, buffer: str) -> List[str]:
         """Kernel arguments the buffer's address reads that the host derives from seqlen_k

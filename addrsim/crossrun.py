@@ -102,14 +102,14 @@ def run_case(case: dict, backend: str = "torch", device: Optional[str] = None, s
         lse, d = A.forward_stats(pd, scale)
         bufs["lse"][(b * H + h) * S:(b * H + h + 1) * S] = lse.cpu()
         bufs["d"][(b * H + h) * S:(b * H + h + 1) * S] = d.cpu()
-    refs = {p: {k: v.cpu() for k, v in A.reference(data[p], scale).items()} for p in pairs}
+    refs = {p: A.reference(data[p], scale) for p in pairs}
     offs = {buf: [_offsets(case, buf, p, H, S) for p in pairs] for buf in ("lse", "d")}
     if backend == "torch":
         outs = {}
         for i, p in enumerate(pairs):
             lse = gather(bufs["lse"], *offs["lse"][i], S).to(device)
             d = gather(bufs["d"], *offs["d"][i], S).to(device)
-            outs[p] = {k: v.cpu() for k, v in A.backward(data[p], lse, d, scale).items()}
+            outs[p] = A.backward(data[p], lse, d, scale)
     else:
         from .attention_triton import backward_pairs
         res = backward_pairs([data[p] for p in pairs], bufs["lse"], bufs["d"], offs["lse"], offs["d"], scale,
@@ -122,7 +122,8 @@ def run_case(case: dict, backend: str = "torch", device: Optional[str] = None, s
         den = max(refs[p][t].abs().max().item() for p in pairs)
         err[t] = A.relative(num, den)
     # D on its own: the buffer as the pre-processing stage wrote it, at the right rows
-    err["d"] = max(A.max_rel_err(bufs["d"][(b * H + h) * S:(b * H + h + 1) * S], refs[(b, h)]["d"]) for b, h in pairs)
+    err["d"] = max(A.max_rel_err(bufs["d"][(b * H + h) * S:(b * H + h + 1) * S].to(device), refs[(b, h)]["d"])
+                   for b, h in pairs)
     wrong = [p for p in pairs if any(A.max_rel_err(outs[p][t], refs[p][t]) > TOL for t in ("dq", "dk", "dv"))]
     observed = "fail" if max(err["dq"], err["dk"], err["dv"]) > TOL else "pass"
     return Result(case, observed, {k: float(v) for k, v in err.items()}, wrong, time_s=time.time() - t0)
