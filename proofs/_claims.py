@@ -57,9 +57,15 @@ def is_sym(*xs) -> bool:
     return any(isinstance(x, z3.ExprRef) for x in xs)
 
 
+# The Z3 context of the check in progress: every claim is checked in a fresh context, so that
+# its verdict and timing do not depend on what was checked before in the same process (Z3's
+# heuristics see term ids and caches).
+_CTX = None
+
+
 def _bool(x):
     """A Z3 Boolean for a Python bool or a Z3 Boolean term."""
-    return z3.BoolVal(x) if isinstance(x, bool) else x
+    return z3.BoolVal(x, ctx=_CTX) if isinstance(x, bool) else x
 
 
 def div(a, b):
@@ -211,7 +217,7 @@ class ReplayError(AssertionError):
 
 
 def _vars(claim: Claim, case: Mapping[str, int]) -> Dict[str, Any]:
-    v: Dict[str, Any] = {n: z3.Int(n) for n in claim.variables if n not in case}
+    v: Dict[str, Any] = {n: z3.Int(n, ctx=_CTX) for n in claim.variables if n not in case}
     v.update(case)
     return v
 
@@ -242,15 +248,19 @@ def replay(claim: Claim, model: Mapping[str, int]) -> Tuple[Any, Any, bool, bool
 # its random seed (a query it settles in 0.1 s one way can time out another way).  Every
 # strategy is sound, so the first definite answer (sat or unsat) is the answer; "unknown" only
 # when every strategy gives up.  Two rounds: short slices first, then the rest of the budget.
-STRATEGIES = ((True, 0), (False, 0), (True, 1), (False, 2))     # (Z3 rewriter first, random_seed)
+# The forms: the query as written, after Z3's rewriter, after the rewriter with polynomials
+# as sums of monomials (so that i*hdim*seqlen and the expanded (b*h + hd)*hdim*seqlen meet).
+STRATEGIES = (("som", 0), ("raw", 0), ("simplify", 0), ("simplify", 1))   # (form of the query, random_seed)
 
 
 class _Query:
     """The assertions of one case; ``solve(extra)`` runs the portfolio on them plus ``extra``."""
 
     def __init__(self, assertions, timeout_ms: int):
-        self.raw = list(assertions)
-        self.simp = [z3.simplify(a) for a in self.raw]     # e.g. (nhead_q*384)/384 -> nhead_q
+        raw = list(assertions)
+        self.forms = {"raw": raw,
+                      "simplify": [z3.simplify(a) for a in raw],            # e.g. (nhead_q*384)/384 -> nhead_q
+                      "som": [z3.simplify(a, som=True) for a in raw]}       # and polynomials as sums of monomials
         self.timeout_ms = timeout_ms
         self.reasons: list = []
 
@@ -258,13 +268,13 @@ class _Query:
         """(z3.sat/unsat/unknown, model or None)."""
         extra = list(extra)
         n = len(STRATEGIES)
-        for share in (1, 3):                          # 1/4 of the budget, then 3/4
-            slice_ms = max(50, self.timeout_ms * share // (4 * n))
-            for simp, seed in STRATEGIES:
-                s = z3.Solver()
+        first = max(1, min(750, self.timeout_ms // (4 * n)))            # Z3 reads a timeout of 0 as none
+        for slice_ms in (first, max(first, (self.timeout_ms - first * n) // n)):   # short slices, then the rest
+            for form, seed in STRATEGIES:
+                s = z3.Solver(ctx=_CTX)
                 s.set(timeout=slice_ms)
                 s.set("random_seed", seed)
-                s.add(*(self.simp if simp else self.raw))
+                s.add(*self.forms[form])
                 s.add(*extra)
                 r = s.check()
                 if r == z3.sat:
@@ -283,6 +293,15 @@ def check(claim: Claim, timeout_ms: int = 10_000, minimize: bool = True) -> Resu
     are the lemmas after it.  The main query is the domain, the precondition, the proved
     lemmas and lhs != rhs.  Lemmas are facts implied by the rest, so they change no verdict:
     they only spare Z3 nonlinear reasoning."""
+    global _CTX
+    saved, _CTX = _CTX, z3.Context()
+    try:
+        return _check(claim, timeout_ms, minimize)
+    finally:
+        _CTX = saved
+
+
+def _check(claim: Claim, timeout_ms: int, minimize: bool) -> Result:
     t0 = time.monotonic()
     unknown = ""
     lemmas_proved: Dict[str, int] = {}

@@ -34,7 +34,7 @@ for fp32 LSE); hdim, hdim_pad, seq_len in elements.
 """
 from __future__ import annotations
 
-from ._claims import (BATCH, HDIMS, NHEAD, SEQLEN, U32, Claim, Dom, all_, div, fits_memory, hdim_cases, ite,
+from ._claims import (BATCH, HDIMS, NHEAD, SEQLEN, U32, Claim, Dom, all_, div, fits_memory, hdim_cases, implies, ite,
                       shr, u32)
 from ._layouts import Layout, extra_layouts, file_layouts, lse_bytes, q_bytes, view_layouts
 
@@ -221,6 +221,11 @@ def sbhd_lemmas(lay: Layout):
         ("batch_id*nhead_q*seqlen_q <= (batch-1)*nhead_q*seqlen_q",
          lambda v: v["batch_id"] * v["nhead_q"] * v["seqlen_q"] <= (v["batch"] - 1) * v["nhead_q"] * v["seqlen_q"]),
         ("(batch-1)*nhead_q*seqlen_q*4 < 2^32", lambda v: (v["batch"] - 1) * v["nhead_q"] * v["seqlen_q"] * 4 < U32),
+        ("batch_id*nhead_q*seqlen_q*4 < 2^32", lambda v: v["batch_id"] * v["nhead_q"] * v["seqlen_q"] * 4 < U32),
+        ("batch_id*nhead_q <= batch_id*nhead_q*seqlen_q",
+         lambda v: v["batch_id"] * v["nhead_q"] <= v["batch_id"] * v["nhead_q"] * v["seqlen_q"]),
+        ("batch == 1 => the shortcut is 0", lambda v: implies(v["batch"] == 1, shortcut(v, strides(lay, v, True)["BAs"],
+                                                                                           width32=True) == 0)),
     )
 
 

@@ -6,20 +6,33 @@ import dataclasses
 
 import pytest
 from proofs import all_claims, pattern_a_abi as A, pattern_b_sbhd_test as B
+from proofs import pattern_c_dq_from_lsed as C, pattern_d_dq_batch_term as D
 from proofs._claims import Claim, Dom, check, eq, parse_expr, replay
 
 CLAIMS = all_claims()
 TIMEOUT_MS = 20_000
 
 
+_RESULTS = {}
+
+
+def _result(claim: Claim):
+    """check() once per claim of CLAIMS (the parametrized test and the mutation tests share it)."""
+    if any(claim is c for c in CLAIMS):
+        if claim.name not in _RESULTS:
+            _RESULTS[claim.name] = check(claim, timeout_ms=TIMEOUT_MS)
+        return _RESULTS[claim.name]
+    return check(claim, timeout_ms=TIMEOUT_MS)
+
+
 def _proved(claim: Claim) -> bool:
-    return check(claim, timeout_ms=TIMEOUT_MS).verdict == "proved"
+    return _result(claim).verdict == "proved"
 
 
 def test_claims_well_formed():
     names = [c.name for c in CLAIMS]
     assert len(names) == len(set(names)), "claim names must be unique"
-    assert {c.pattern for c in CLAIMS} >= {"A", "B"}
+    assert {c.pattern for c in CLAIMS} == {"A", "B", "C", "D"}
     for c in CLAIMS:
         assert c.expect in ("proved", "counterexample"), c.name
         assert c.statement and c.source, c.name
@@ -29,7 +42,7 @@ def test_claims_well_formed():
 
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.name)
 def test_claim(claim):
-    r = check(claim, timeout_ms=TIMEOUT_MS)
+    r = _result(claim)
     assert r.verdict == claim.expect, (r.verdict, r.reason, r.model)
     if r.verdict != "counterexample":
         return
@@ -122,3 +135,54 @@ def test_mutation_b_sbhd_term_from_head_stride():
         st = B.strides(lay, v)
         return B.ite(B.detect(st), B.sbhd_term(v, st["Seqs"]), B.shortcut(v, st["BAs"]))
     assert not _proved(dataclasses.replace(c, lhs=wrong))
+
+
+def test_mutation_c_acc4_for_16bit_accumulator():
+    """The 16-bit accumulator's offset computed with 4-byte elements: (Hdim*LseD_base)>>1 no longer matches."""
+    c = _claim(C, "C.a16.half")
+    assert _proved(c)
+    assert not _proved(dataclasses.replace(c, rhs=lambda v: C.off_a16(v, acc=4)))
+
+
+def test_mutation_c_drop_seqlen16():
+    c = _claim(C, "C.a16.half")
+    assert not _proved(dataclasses.replace(c, precondition=C.p_unpadded))
+
+
+def test_mutation_c_a32_drop_hdim_precondition():
+    c = _claim(C, "C.a32.exact")
+    assert _proved(c)
+    assert not _proved(dataclasses.replace(c, precondition=C.p_unpadded))
+
+
+def test_mutation_c_a16_no_halving():
+    """Hdim*LseD_base used as the 16-bit offset without the >> 1."""
+    c = _claim(C, "C.a16.half")
+    assert not _proved(dataclasses.replace(c, lhs=lambda v: C.hdim_times_base(v, "dpad")))
+
+
+def test_mutation_c_a16_u32_weaker_precondition():
+    """Only the true offsets fit 32 bits: the doubled intermediate may still wrap."""
+    c = _claim(C, "C.a16.u32")
+    assert _proved(c)
+    assert not _proved(dataclasses.replace(
+        c, precondition=lambda v: C.all_(C.p_unpadded(v), C.p_seq16(v), C.p_a16_no_wrap(v))))
+
+
+def test_mutation_d_drop_branch():
+    assert _proved(_claim(D, "D.a32.branch.sbhd"))
+    assert not _proved(D.a32_claim(D.FILE["sbhd"], branch=False))
+
+
+def test_mutation_d_wrong_acc():
+    """The batch term scaled for a 2-byte accumulator while the accumulator is fp32."""
+    c = _claim(D, "D.a32.branch.bhsd")
+    lay = D.FILE["bhsd"]
+    assert not _proved(dataclasses.replace(
+        c, lhs=lambda v: D.dq_term(lay, v, qhdim=v["hdim"], khdim=v["hdim"], acc=2)))
+
+
+def test_mutation_d_a16_drop_hdim_precondition():
+    c = _claim(D, "D.a16.branch.sbhd")
+    assert _proved(c)
+    assert not _proved(dataclasses.replace(c, precondition=D.p_seq16))
