@@ -243,8 +243,8 @@ def _crosscheck(args) -> int:
         if args.plot:
             from .plots import pick_shapes, plot_rows
             plot_rows(af, pick_shapes(cases), args.plot, buffers[0],
-                      title=f"{af.sub.kernel.symbol}: {buffers[0].upper()} rows read (blue; red: out of range) "
-                            f"vs rows it should read (grey)")
+                      title=f"{af.sub.kernel.symbol}\n{buffers[0].upper()} rows read (blue; red: out of range, "
+                            f"read as 0) vs rows it should read (grey)")
             rep["plot"] = args.plot
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")

@@ -65,7 +65,8 @@ def plot_rows(af, shapes: Dict[str, dict], path: str, buffer: str = "lse", title
         shape_txt = " ".join(f"{k}={sh[k]}" for k in ("batch", "nhead_q", "seqlen_q"))
         ax.set_title(f"{lay.upper()}  {shape_txt}  ({shapes[lay]['label']})", fontsize=9)
     fig.suptitle(title or "rows read (blue; red: out of range, read as 0) vs rows it should read (grey)", fontsize=10)
-    fig.tight_layout()
+    top = 1 - 0.45 / fig.get_size_inches()[1]
+    fig.tight_layout(rect=(0, 0, 1, top))
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
