@@ -35,8 +35,11 @@ def main(argv=None) -> int:
               f"{'' if ok else '   <-- MISMATCH'}")
         if r.verdict == "counterexample" and not args.quiet:
             print(describe(r))
-        if r.verdict == "unknown":
-            print(f"  unknown: {r.reason}")
+        if r.verdict in ("unknown", "vacuous"):
+            print(f"  {r.verdict}: {r.reason}")
+        if c.lemmas and not args.quiet:
+            full = sum(1 for t, _ in c.lemmas if r.lemmas.get(t) == len(c.cases))
+            print(f"  lemmas proved in every case: {full}/{len(c.lemmas)}")
         if not ok and r.verdict == "counterexample" and c.expect_shape:
             print(f"  expected minimal shape {dict(c.expect_shape)}")
     print(f"{len(claims)} claims, {len(claims) - bad} as expected, {bad} not; {time.monotonic() - t0:.1f}s")

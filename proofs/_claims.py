@@ -10,7 +10,10 @@ asks Z3 for an assignment where they differ:
   solving with tightening bounds), replayed in plain Python (the replay must reproduce the
   mismatch, otherwise :class:`ReplayError` is raised: an engine bug, never a verdict), and
   returned with both sides' values;
-* anything else (timeout, ``unknown``)  -> verdict ``"unknown"``, never ``"proved"``.
+* anything else (timeout, ``unknown``)  -> verdict ``"unknown"``, never ``"proved"``;
+* a precondition that no point of the domain satisfies -> verdict ``"vacuous"`` (a statement
+  "proved" only because its precondition is false would prove nothing).  A proved claim
+  carries a witness point where the precondition holds and both sides agree.
 
 Statements are written once, as plain Python functions of an environment ``v`` (a dict from
 names to values).  The same function is run twice: on Z3 integer terms to build the query,
@@ -194,8 +197,9 @@ class Claim:
 @dataclass
 class Result:
     claim: Claim
-    verdict: str                       # "proved" | "counterexample" | "unknown"
-    model: Dict[str, int] = field(default_factory=dict)   # variables and the case's parameters
+    verdict: str                       # "proved" | "counterexample" | "unknown" | "vacuous"
+    model: Dict[str, int] = field(default_factory=dict)   # counterexample, or (proved) a witness that
+    #                                    the precondition is satisfiable; variables and case parameters
     lhs: Any = None                    # both sides at the model (Python values)
     rhs: Any = None
     minimal: bool = False              # every shrinking query was answered
@@ -286,7 +290,8 @@ class _Query:
 
 
 def check(claim: Claim, timeout_ms: int = 10_000, minimize: bool = True) -> Result:
-    """Check ``claim``: "proved" only when Z3 answers unsat for every case.
+    """Check ``claim``: "proved" only when Z3 answers unsat for every case and the precondition
+    is satisfiable in every case.
 
     The claim's lemmas are proved first, in order, each under the domain, the precondition and
     the lemmas before it; a lemma that is not proved (refuted or unknown) is left out, and so
@@ -304,6 +309,7 @@ def check(claim: Claim, timeout_ms: int = 10_000, minimize: bool = True) -> Resu
 def _check(claim: Claim, timeout_ms: int, minimize: bool) -> Result:
     t0 = time.monotonic()
     unknown = ""
+    witness: Dict[str, int] = {}
     lemmas_proved: Dict[str, int] = {}
     for case in claim.cases:
         v = _vars(claim, case)
@@ -318,6 +324,22 @@ def _check(claim: Claim, timeout_ms: int, minimize: bool) -> Result:
         q = _Query(base + [_bool(ne(claim.lhs(v), claim.rhs(v)))], timeout_ms)
         r, m = q.solve()
         if r == z3.unsat:
+            # not vacuous: some point of the domain satisfies the precondition (a witness,
+            # replayed: both sides must agree there)
+            w = _Query(base, timeout_ms)
+            rw, mw = w.solve()
+            if rw == z3.unsat:
+                return Result(claim, "vacuous", case=dict(case), seconds=time.monotonic() - t0,
+                              reason=f"case {dict(case)}: no point of the domain satisfies the precondition")
+            if rw != z3.sat:
+                unknown = unknown or f"case {dict(case)}: precondition satisfiability unknown"
+                continue
+            if not witness:
+                witness = _model(mw, v)
+                lhs, rhs, dom, pre = replay(claim, witness)
+                if not (dom and pre) or lhs != rhs:
+                    raise ReplayError(f"{claim.name}: witness {witness} of a proved case does not replay "
+                                      f"(domain {dom}, precondition {pre}, lhs {lhs}, rhs {rhs})")
             continue
         if r != z3.sat:
             unknown = unknown or f"case {dict(case)}: {', '.join(sorted(set(q.reasons)))}"
@@ -331,7 +353,8 @@ def _check(claim: Claim, timeout_ms: int, minimize: bool) -> Result:
                       lemmas=lemmas_proved)
     if unknown:
         return Result(claim, "unknown", seconds=time.monotonic() - t0, reason=unknown, lemmas=lemmas_proved)
-    return Result(claim, "proved", seconds=time.monotonic() - t0, lemmas=lemmas_proved)
+    lhs, rhs, _, _ = replay(claim, witness)
+    return Result(claim, "proved", witness, lhs, rhs, seconds=time.monotonic() - t0, lemmas=lemmas_proved)
 
 
 def _model(m: z3.ModelRef, v: Dict[str, Any]) -> Dict[str, int]:

@@ -44,7 +44,10 @@ def test_claims_well_formed():
 def test_claim(claim):
     r = _result(claim)
     assert r.verdict == claim.expect, (r.verdict, r.reason, r.model)
-    if r.verdict != "counterexample":
+    if r.verdict == "proved":
+        # the precondition is satisfiable: a witness where it holds and both sides agree
+        lhs, rhs, dom, pre = replay(claim, r.model)
+        assert dom and pre and lhs == rhs
         return
     lhs, rhs, dom, pre = replay(claim, r.model)
     assert dom, "the model lies inside the domain"
@@ -64,6 +67,48 @@ def test_unknown_is_never_proved():
     c = Claim("fermat3", "T", "x^3 + y^3 == z^3 is false", {"x": big, "y": big, "z": big},
               lhs=lambda v: eq(cube(v["x"]) + cube(v["y"]), cube(v["z"])), rhs=lambda v: False, source="test")
     assert check(c, timeout_ms=1).verdict == "unknown"
+
+
+def test_vacuous_precondition_is_not_proved():
+    c = _claim(A, "A.32bit")
+    assert check(dataclasses.replace(c, precondition=lambda v: A.all_(A.p_arg_fits(v), v["batch"] > 4096))).verdict == "vacuous"
+
+
+# Both sides of some counterexamples recomputed here from the model, with formulas written
+# independently of proofs/ (bytes).
+def _u32(x):
+    return x & 0xFFFFFFFF
+
+
+INDEPENDENT = {
+    # pattern A in s_mul_i32 vs exact, unpadded LSE rows
+    "A.32bit.wraps-unpadded": lambda m: (
+        _u32(_u32(_u32(m["batch_id"] * m["nhead_q"]) * m["seqlen_q"] * 4) + _u32(m["head_id"] * m["seqlen_q"] * 4)),
+        (m["batch_id"] * m["nhead_q"] + m["head_id"]) * m["seqlen_q"] * 4),
+    # SBHD, bf16, hdim 128: BAs = nhead*256, Seqs = batch*nhead*256; shortcut (batch_id*BAs) >> 6
+    "D.a32.nobranch.sbhd": lambda m: (m["batch_id"] * m["nhead_q"] * 256 * 2,
+                                      m["batch_id"] * m["nhead_q"] * m["seqlen_q"] * 128 * 4),
+    # BHSD, hdim 128: u32(BAs) = u32(nhead*seqlen*256) < 256 -> SBHD branch with nhead 0
+    "B.u32.term.bhsd.wraps": lambda m: (
+        (m["batch_id"] * (_u32(m["nhead_q"] * m["seqlen_q"] * 256) // 256) * m["seqlen_q"] * 4)
+        if _u32(m["nhead_q"] * m["seqlen_q"] * 256) < 256 else _u32(m["batch_id"] * _u32(m["nhead_q"] * m["seqlen_q"] * 256)) >> 6,
+        m["batch_id"] * m["nhead_q"] * m["seqlen_q"] * 4),
+    # 16-bit accumulator, pitch 128: Hdim*LseD_base vs (b*h + hd)*ceil16(s)*128*2
+    "C.a16.naive": lambda m: (128 * (m["batch_id"] * m["nhead_q"] + m["head_id"]) * m["seqlen_q"] * 4,
+                              (m["batch_id"] * m["nhead_q"] + m["head_id"]) * (-(-m["seqlen_q"] // 16) * 16) * 128 * 2),
+    # head-major [h, b, s, d] view, hdim 128: the shortcut sees BAs = seqlen*256
+    "B.term.hbsd_head_major": lambda m: ((m["batch_id"] * m["seqlen_q"] * 256) >> 6,
+                                         m["batch_id"] * m["nhead_q"] * m["seqlen_q"] * 4),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEPENDENT))
+def test_counterexample_recomputed_independently(name):
+    (c,) = [c for c in CLAIMS if c.name == name]
+    r = _result(c)
+    assert r.verdict == "counterexample"
+    kernel, correct = INDEPENDENT[name](r.model)
+    assert (kernel, correct) == (r.lhs, r.rhs) and kernel != correct
 
 
 @pytest.mark.parametrize("text", ["__import__('os').system('true')", "batch.real", "f(batch)", "batch ** 2",
