@@ -131,7 +131,7 @@ def detect_claim(lay: Layout, *, expect="proved", expect_shape=None, cmp="lt", w
         rhs=lambda v: (v["batch"] > 1) if sb else False,
         precondition=pre or (lambda v: True), domain=_domain, cases=cases or hdim_cases(),
         expect=expect, expect_shape=expect_shape, dropped=dropped, source=SRC,
-        lhs_text="BAs < Seqs", rhs_text=f"is_sbhd({sb}) and batch > 1")
+        lhs_text="u32(BAs) < u32(Seqs)" if width32 else "BAs < Seqs", rhs_text=f"is_sbhd({sb}) and batch > 1")
 
 
 def term_claim(lay: Layout, *, expect="proved", expect_shape=None, branch=True, shift=None, cmp="lt",

@@ -3,8 +3,14 @@ replays in plain Python (both sides differ, the precondition that was dropped is
 violated, the shape is the expected minimal one), and altered statements are no longer proved
 (mutation tests: the suite can fail)."""
 import dataclasses
+import sys
+from pathlib import Path
 
 import pytest
+
+ROOT = str(Path(__file__).resolve().parent.parent)
+if ROOT not in sys.path:            # proofs/ is a directory of the repository, not an installed package
+    sys.path.insert(0, ROOT)
 from proofs import all_claims, pattern_a_abi as A, pattern_b_sbhd_test as B
 from proofs import pattern_c_dq_from_lsed as C, pattern_d_dq_batch_term as D
 from proofs._claims import Claim, Dom, check, eq, parse_expr, replay
