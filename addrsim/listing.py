@@ -92,9 +92,10 @@ def load_source(path, like=None) -> Source:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:
         line = raw[:e.start].count(b"\n") + 1
-        raise InputError(path, f"line {line}: not UTF-8 text (neither a code object nor an assembly listing)") from None
+        raise InputError(path, f"not an ELF file (expected an AMDGPU code object), nor an assembly listing: "
+                               f"line {line} is not UTF-8 text") from None
     if "\0" in text:
-        raise InputError(path, "neither a code object (no ELF magic) nor an assembly listing (binary data)")
+        raise InputError(path, "not an ELF file (expected an AMDGPU code object), nor an assembly listing (binary data)")
     lines = text.splitlines()
     objdump = any(_match_line(l) for l in lines[:20000] if "//" in l)
     like_co = codeobj.load(like) if like is not None else None
@@ -109,8 +110,8 @@ def load_source(path, like=None) -> Source:
         return _assemble_like(path, mc, {}, like_co, {}, "assembly")
     arch = next((m.group(1) for l in lines if (m := _TARGET.match(l))), None)
     if arch is None or not any(".amdhsa_kernel" in l for l in lines):
-        raise InputError(path, "an assembly listing needs --like KERNEL.co, or its own .amdgcn_target, "
-                               ".amdhsa_kernel and .amdgpu_metadata directives")
+        raise InputError(path, "not an ELF code object, and as an assembly listing it needs --like KERNEL.co, "
+                               "or its own .amdgcn_target, .amdhsa_kernel and .amdgpu_metadata directives")
     return _assemble_linked(path, mc, arch)
 
 

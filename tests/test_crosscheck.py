@@ -149,3 +149,19 @@ def test_repro_cli_writes_the_counterexample(tmp_path):
     assert p.returncode == 0 and "proved: no failing shape" in p.stderr and not p.stdout
     p = cli("repro", co, "--model", MODEL, "--buffer", "lse", "--layout", "nope")
     assert p.returncode == 3 and p.stderr.count("\n") == 1
+
+
+def test_committed_gpu_results_follow_the_schema():
+    """docs/crosscheck/wheel_triton.json, the run on the H200: the issue's schema, every case
+    run, and predicted == observed in each."""
+    rep = json.loads((Path(__file__).resolve().parent.parent / "docs" / "crosscheck" / "wheel_triton.json").read_text())
+    assert isinstance(rep["device"], str) and rep["device"] != "cpu" and rep["backend"] == "triton"
+    assert len(rep["cases"]) > 300
+    for c in rep["cases"]:
+        assert isinstance(c["kernel"], str) and isinstance(c["buffer"], str) and c["layout"] in ("bhsd", "bshd", "sbhd")
+        assert isinstance(c["shape"], dict) and c["predicted"] in ("pass", "fail")
+        assert c["observed"] in ("pass", "fail"), c
+        assert c["observed"] == c["predicted"], c
+        assert set(c["max_rel_err"]) == {"dq", "dk", "dv", "d"}
+        assert all(isinstance(v, float) for v in c["max_rel_err"].values())
+    assert rep["agree"] is True and rep["complete"] is True
