@@ -13,7 +13,7 @@ from . import __version__
 from .listing import load_source
 from .errors import InputError
 from .explore import explore
-from .models import ModelSet, buffer_pointer, load_models
+from .models import ModelSet, buffer_pointer, check_bounds, load_models
 from .prove import Check, check, initial_machine, pointers_in
 
 DEFAULT_BUFFERS = ("lse", "d")
@@ -58,6 +58,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
             raise InputError("--check", f"unknown property {p_!r} (address, bounds)")
     if memory_gib is not None and not 0 < memory_gib < 2 ** 20:
         raise InputError("--memory-gib", f"device memory must be a positive number of GiB below 2**20, got {memory_gib}")
+    check_bounds(bounds)
     ms = models or load_models(model_files)
     explicit = buffers is not None
     buffers = list(buffers) if buffers is not None else list(ms.buffers)

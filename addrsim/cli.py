@@ -59,6 +59,19 @@ def _common(sp, checks_default: str):
                          "else ./addrsim-smt2)")
 
 
+def _check_output(path: Optional[str], what: str) -> None:
+    """An output file must be creatable: its folder exists and is writable, and it is not a
+    folder itself.  Raises InputError (checked before any work is done)."""
+    import os
+    if not path or path == "-":
+        return
+    if os.path.isdir(path):
+        raise InputError(path, f"{what}: is a directory, not a file")
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d) or not os.access(d, os.W_OK):
+        raise InputError(path, f"{what}: cannot write here (folder {d} missing or not writable)")
+
+
 def _smt_dir(args) -> str:
     import os
     if args.smt_dir:
@@ -209,6 +222,8 @@ def _crosscheck(args) -> int:
                 raise InputError("--buffer", f"crosscheck reads LSE and D: {b!r} is not one of lse, d")
         if args.cases < 1:
             raise InputError("--cases", "needs at least 1 case per layout")
+        for path, what in ((args.plot, "--plot"), (args.plan_out, "--plan-out"), (args.json, "--json")):
+            _check_output(path, what)
         af = AddressFunction(args.file, buffers, models, like=args.like)
         layouts = args.layout or list(DEFAULT_LAYOUTS)
         for lay in layouts:
@@ -220,6 +235,15 @@ def _crosscheck(args) -> int:
                 import torch  # noqa: F401
         except ImportError:
             raise InputError("--backend", "the cross-check needs PyTorch (pip install torch)") from None
+        if run and args.device:
+            try:
+                dev = torch.device(args.device)
+            except (RuntimeError, ValueError) as e:
+                raise InputError("--device", f"not a torch device: {args.device!r} ({e})") from None
+            if dev.type == "cuda" and not torch.cuda.is_available():
+                raise InputError("--device", f"{args.device}: no GPU here (torch.cuda.is_available() is False)")
+            if dev.type not in ("cpu", "cuda"):
+                raise InputError("--device", f"{args.device}: the torch backend runs on cpu or cuda")
         if run and args.backend == "triton":
             try:
                 import triton  # noqa: F401
@@ -268,21 +292,43 @@ def _crosscheck(args) -> int:
 def _repro(args) -> int:
     from .repro import script
     from .listing import load_source
+    from .models import SHAPE_VARS
     try:
+        _check_output(args.output, "-o")
         models = load_models(list(args.model))
         kern = load_source(args.file, args.like).co.kernels[0].symbol
-        coords, why = None, ""
-        if args.shape:
+        coords, why, prediction = None, "", None
+        if args.shape is not None:
             try:
-                shape = {k.strip(): int(v) for k, v in (kv.split("=", 1) for kv in args.shape.split(","))}
+                pairs = [kv.split("=", 1) for kv in args.shape.split(",")]
+                shape = {k.strip(): int(v) for k, v in pairs}
             except ValueError:
                 raise InputError("--shape", f"expected NAME=V,NAME=V,..., got {args.shape!r}") from None
+            if len(shape) != len(pairs):
+                raise InputError("--shape", f"a name is given twice in {args.shape!r}")
+            for k, v in shape.items():
+                if k not in SHAPE_VARS[:7]:
+                    raise InputError("--shape", f"unknown name {k!r} (batch, nhead_q, nhead_k, seqlen_q, seqlen_k, "
+                                                "hdim_q, hdim_v)")
+                if not 1 <= v < 1 << 31:
+                    raise InputError("--shape", f"{k}={v} is not a size (1 .. 2**31-1)")
             defaults = {"nhead_k": shape.get("nhead_q", 1), "seqlen_k": shape.get("seqlen_q", 1),
                         "hdim_v": shape.get("hdim_q", 128)}
             shape = {**defaults, **shape}
             missing = [n for n in ("batch", "nhead_q", "seqlen_q", "hdim_q") if n not in shape]
             if missing:
                 raise InputError("--shape", f"missing {', '.join(missing)}")
+            if shape["nhead_q"] % shape["nhead_k"]:
+                raise InputError("--shape", "nhead_q must be a multiple of nhead_k")
+            from .crosscheck import _predict
+            pred, chk = _predict(args.file, args.layout, shape, [args.buffer], models, args.like, args.timeout)
+            prediction = pred
+            why = {"fail": f"The prover refutes {args.buffer}/{args.layout} at exactly this shape.",
+                   "pass": f"The prover proves {args.buffer}/{args.layout} at exactly this shape: the script "
+                           "is a control, expected to PASS.",
+                   None: "The prover could not decide this shape (unknown)."}[pred]
+            if chk:
+                coords = (chk["counterexample"]["coords"]["batch_id"], chk["counterexample"]["coords"]["head_id"])
         else:
             rep = verify(args.file, [args.buffer], [args.layout], models=models, bounds=dict(args.bound),
                          timeout_ms=args.timeout, properties=("address",), like=args.like)
@@ -295,6 +341,7 @@ def _repro(args) -> int:
             shape = {k: int(v) for k, v in x["shape"].items()}
             coords = (x["coords"]["batch_id"], x["coords"]["head_id"])
             why = f"Cause: {c.get('cause')}."
+            prediction = "fail"
         fam_acc = 4
         from .models import choose_family
         co = load_source(args.file, args.like).co
@@ -304,7 +351,7 @@ def _repro(args) -> int:
         try:
             text = script(kern, str(args.file), args.buffer, args.layout, shape,
                           "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc != 2, coords=coords, why=why,
-                          causal="_causal" in kern)
+                          causal="_causal" in kern, prediction=prediction)
         except ValueError as e:
             raise InputError("--layout", str(e)) from None
     except AddrsimError as e:

@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import dataclass, field
@@ -60,6 +61,58 @@ def _offsets(case: dict, buf: str, pair: Tuple[int, int], H: int, S: int) -> Tup
         return (pair[0] * H + pair[1]) * S * 4, True
     off, ok = o[f"{pair[0]},{pair[1]}"]
     return off, bool(ok)
+
+
+class PlanError(ValueError):
+    """A plan that is not what :func:`addrsim.crosscheck.plan_case` writes (message: what)."""
+
+
+def _int(v, lo: int, hi: int) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and lo <= v <= hi
+
+
+def validate_plan(plan) -> None:
+    """Check the structure of a plan before running anything.  Raises PlanError naming the
+    first case and field that is wrong."""
+    if not isinstance(plan, dict) or not isinstance(plan.get("cases"), list):
+        raise PlanError('expected a JSON object with a "cases" list')
+    for i, c in enumerate(plan["cases"]):
+        where = f"case {i}"
+        if not isinstance(c, dict):
+            raise PlanError(f"{where}: not an object")
+        for k, t in (("kernel", str), ("layout", str), ("shape", dict), ("predicted", str), ("buffers", list),
+                     ("pairs", list), ("offsets", dict)):
+            if not isinstance(c.get(k), t):
+                raise PlanError(f"{where}: {k!r} missing or not a {t.__name__}")
+        if c["layout"] not in ("bhsd", "bshd", "sbhd"):
+            raise PlanError(f"{where}: layout {c['layout']!r} (the runner stores Q/dO as bhsd, bshd or sbhd)")
+        if c["predicted"] not in ("pass", "fail"):
+            raise PlanError(f"{where}: predicted must be pass or fail")
+        sh = c["shape"]
+        for k in ("batch", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k", "hdim_q", "hdim_v"):
+            if not _int(sh.get(k), 1, (1 << 31) - 1):
+                raise PlanError(f"{where}: shape.{k} missing or not a size")
+        if c.get("dtype", "bf16") not in ("bf16", "fp16"):
+            raise PlanError(f"{where}: dtype must be bf16 or fp16")
+        if not _int(c.get("keys", KEYS), 1, 4096):
+            raise PlanError(f"{where}: keys must be 1..4096")
+        if not c["buffers"] or any(b not in ("lse", "d") for b in c["buffers"]):
+            raise PlanError(f"{where}: buffers must be lse and/or d")
+        if not c["pairs"]:
+            raise PlanError(f"{where}: no (batch_id, head_id) pairs")
+        for p in c["pairs"]:
+            if not (isinstance(p, list) and len(p) == 2 and _int(p[0], 0, sh["batch"] - 1)
+                    and _int(p[1], 0, sh["nhead_q"] - 1)):
+                raise PlanError(f"{where}: pair {p!r} outside batch {sh['batch']} x nhead_q {sh['nhead_q']}")
+        for b in c["buffers"]:
+            offs = c["offsets"].get(b)
+            if not isinstance(offs, dict):
+                raise PlanError(f"{where}: no offsets for {b}")
+            for p in c["pairs"]:
+                o = offs.get(f"{p[0]},{p[1]}")
+                if not (isinstance(o, list) and len(o) == 2 and (o[0] is None or _int(o[0], -(1 << 63), (1 << 63) - 1))
+                        and isinstance(o[1], bool)):
+                    raise PlanError(f"{where}: offset of {b} for pair {p} must be [bytes or null, true/false]")
 
 
 def run_case(case: dict, backend: str = "torch", device: Optional[str] = None, seed: int = 0) -> Result:
@@ -216,8 +269,28 @@ def main(argv=None) -> int:
     ap.add_argument("--device", default=None)
     ap.add_argument("--json", help="write the report here")
     a = ap.parse_args(argv)
-    with open(a.plan) as fh:
-        plan = json.load(fh)
+    try:
+        with open(a.plan) as fh:
+            plan = json.load(fh)
+        validate_plan(plan)
+    except OSError as e:
+        print(f"addrsim: {a.plan}: cannot read the plan ({e.strerror})", file=sys.stderr)
+        return 3
+    except (ValueError, RecursionError) as e:      # json.JSONDecodeError and PlanError
+        print(f"addrsim: {a.plan}: not a cross-check plan: {' '.join(str(e).split())[:300]}", file=sys.stderr)
+        return 3
+    if not plan["cases"]:
+        print(f"addrsim: {a.plan}: the plan has no cases", file=sys.stderr)
+        return 2
+    import torch
+    if a.backend == "triton" or (a.device or "cpu").startswith("cuda"):
+        if not torch.cuda.is_available():
+            print("addrsim: --backend triton (or a cuda device) needs a GPU: torch.cuda.is_available() is False",
+                  file=sys.stderr)
+            return 3
+    if a.json and (os.path.isdir(a.json) or not os.access(os.path.dirname(os.path.abspath(a.json)), os.W_OK)):
+        print(f"addrsim: {a.json}: cannot write the report here", file=sys.stderr)
+        return 3
     rep = run_plan(plan, a.backend, a.device, progress=lambda m: print(m, file=sys.stderr, flush=True),
                    checkpoint=a.json)
     print(format_report(rep))

@@ -29,6 +29,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
 from .api import DEFAULT_LAYOUTS, verify
+from .errors import InputError
 
 DIFF_CHARS = 400
 
@@ -87,6 +88,8 @@ def diff(old, new, buffers: Optional[Sequence[str]] = None, layouts: Sequence[st
     if "models" not in options or options["models"] is None:
         options["models"] = load_models(options.pop("model_files", ()))
     cache = options.pop("cache", None) or {}
+    if like is not None and not _is_listing(old) and not _is_listing(new):
+        raise InputError("--like", "--like applies to assembly listings; OLD and NEW are both code objects")
     lo = like_old if like_old is not None else (like if _is_listing(old) else None)
     ln = like_new if like_new is not None else (like if _is_listing(new) else None)
     if buffers is None:
@@ -158,6 +161,9 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
         if counts.get(ch):
             parts.append(f"{word} {', '.join(counts[ch])}")
     checks = [c for k in out["kernels"] for c in k["checks"]]
+    if not checks:
+        return ("nothing compared: no kernel, buffer, layout and property was checked on both sides "
+                "(no common buffer, or no kernels paired)")
     same = sum(1 for c in checks if c["change"] == "same")
     same_off = sum(1 for c in checks if c["same_offset"])
     if not parts:
@@ -181,8 +187,11 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
 
 
 def diff_status(report: dict) -> int:
-    """1 when NEW breaks a check OLD proved, 2 when it only loses a proof, else 0."""
+    """1 when NEW breaks a check OLD proved, 2 when it only loses a proof or nothing was
+    compared, else 0."""
     changes = {c["change"] for k in report["kernels"] for c in k["checks"]}
+    if not changes:
+        return 2
     if "broke" in changes:
         return 1
     if "lost" in changes:

@@ -39,6 +39,7 @@ class Exploration:
     origin: dict = field(default_factory=dict)   # id(node) -> (node, pc, text) of its instruction
     heads: dict = field(default_factory=dict)    # loop header address -> states on first arrival
     back_states: list = field(default_factory=list)   # states at the back edge (one-iteration runs)
+    bad_branches: list = field(default_factory=list)  # "text at pc": direct branches to no instruction start
 
 
 def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
@@ -99,6 +100,10 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     loop_writes: Dict[Tuple[int, int], list] = {}
     headers = {i.target for i in code if i.mnemonic.startswith(("s_branch", "s_cbranch"))
                and i.target is not None and i.target <= i.addr}
+    starts = {i.addr for i in code}
+    out.bad_branches = [f"{i.text} at {i.addr:#x} (target {i.target:#x})" for i in code
+                        if i.mnemonic.startswith(("s_branch", "s_cbranch")) and i.target is not None
+                        and i.target not in starts]
     m0.loop_entry = {}
 
     def push(mm, i, rr):

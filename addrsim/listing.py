@@ -45,6 +45,11 @@ _TARGET = re.compile(r'^\s*\.amdgcn_target\s+"amdgcn-amd-amdhsa--(gfx[0-9a-f]+)'
 _NUMERIC = re.compile(r"^-?[0-9]{1,6}$")
 _MC_ERROR = re.compile(r"^<stdin>:(\d+):(\d+):\s*error:\s*(.*)$")
 _SKIP = ("Disassembly of section", "...")
+MAX_LINE = 4096                    # characters of code on one listing line (llvm-mc is slow on huge literals)
+MC_TIMEOUT_S = 120
+_LABEL_OPERAND = re.compile(r"^[A-Za-z_.$][\w.$@]*$")
+_FUNC_DECL = re.compile(r"^\s*\.(?:globl|global|type)\s+([A-Za-z_.$][\w.$@]*)")
+_DATA = re.compile(r"^\s*\.(?:long|word|short|hword|byte|quad|int|rept|irp|irpc|macro|fill|zero|space|skip|ascii|asciz|string)\b")
 
 
 @dataclass
@@ -79,6 +84,8 @@ def load_source(path, like=None) -> Source:
     takes.  Raises InputError (bad file, a listing line llvm-mc rejects, a listing without
     metadata and no ``like``, a kernel of ``like`` missing from the listing) and ToolError
     (no llvm-objdump / llvm-mc)."""
+    if not Path(path).is_file():
+        raise InputError(path, "cannot read file (no such file)" if not Path(path).exists() else "not a file")
     if is_code_object(path):
         if like is not None:
             raise InputError(path, "--like applies to assembly listings; this file is a code object")
@@ -94,9 +101,13 @@ def load_source(path, like=None) -> Source:
         line = raw[:e.start].count(b"\n") + 1
         raise InputError(path, f"not an ELF file (expected an AMDGPU code object), nor an assembly listing: "
                                f"line {line} is not UTF-8 text") from None
+    text = text.lstrip("\ufeff")          # a UTF-8 byte-order mark
     if "\0" in text:
         raise InputError(path, "not an ELF file (expected an AMDGPU code object), nor an assembly listing (binary data)")
     lines = text.splitlines()
+    for no, l in enumerate(lines, 1):
+        if len(_strip_comment(l)) > MAX_LINE:
+            raise InputError(path, f"line {no}: {len(_strip_comment(l))} characters of code, more than {MAX_LINE}")
     objdump = any(_match_line(l) for l in lines[:20000] if "//" in l)
     like_co = codeobj.load(like) if like is not None else None
     if objdump:
@@ -106,6 +117,8 @@ def load_source(path, like=None) -> Source:
         mc, origin, heads = _from_objdump(path, lines)
         return _assemble_like(path, mc, origin, like_co, heads, "objdump listing")
     mc = [(l, i + 1) for i, l in enumerate(lines)]
+    for l, no in mc:
+        _check_branch(path, no, _strip_comment(l), "an assembly line")
     if like_co is not None:
         return _assemble_like(path, mc, {}, like_co, {}, "assembly")
     arch = next((m.group(1) for l in lines if (m := _TARGET.match(l))), None)
@@ -155,14 +168,14 @@ def _from_objdump(path, lines: List[str]) -> Tuple[List[Tuple[str, int]], Dict[i
         code = _strip_comment(line)
         if not code.strip():
             continue
-        w = code.split()
-        if w and w[0].startswith(BRANCHES) and len(w) > 1 and _NUMERIC.match(w[1].rstrip(",")):
-            raise InputError(path, f"line {no}: a branch with a numeric offset on an edited line is ambiguous; "
-                                   f"branch to a label instead: {s[:80]}")
+        _check_branch(path, no, code, "an edited line")
         out.append((code, no))
     by_addr: Dict[int, int] = {}
     for idx, a in addr_at.items():
-        by_addr.setdefault(a, idx)
+        if a in by_addr:
+            raise InputError(path, f"line {out[idx][1]}: address {a:#x} already appears on line {out[by_addr[a]][1]} "
+                                   "(two listings in one file?); give one kernel's listing")
+        by_addr[a] = idx
     labels: Dict[int, List[str]] = {}
     for idx, no, target in branches:
         if target not in by_addr:
@@ -178,6 +191,17 @@ def _from_objdump(path, lines: List[str]) -> Tuple[List[Tuple[str, int]], Dict[i
             origin[len(final)] = addr_at[idx]
         final.append((t, no))
     return final, origin, heads
+
+
+def _check_branch(path, no: int, code: str, where: str) -> None:
+    """A branch written by hand must name a label: a numeric operand (in any notation) is an
+    offset relative to wherever the line ends up, which an edit silently changes."""
+    w = code.split(None, 1)
+    if w and w[0].startswith(BRANCHES) and len(w) > 1:
+        op = w[1].split(",")[0].strip()
+        if not _LABEL_OPERAND.match(op):
+            raise InputError(path, f"line {no}: a branch on {where} must name a label, not {op!r} "
+                                   f"(a numeric offset moves with the edit): {code.strip()[:80]}")
 
 
 def _strip_comment(line: str) -> str:
@@ -216,9 +240,10 @@ def _run_mc(path, mc: List[Tuple[str, int]], arch: str, obj: Path) -> None:
     src = "\n".join(t for t, _ in mc) + "\n"
     try:
         proc = subprocess.run([exe, "-triple=amdgcn-amd-amdhsa", f"-mcpu={arch}", "-filetype=obj",
-                               "-o", str(obj), "-"], input=src.encode(), capture_output=True, timeout=600)
+                               "-o", str(obj), "-"], input=src.encode(), capture_output=True,
+                              timeout=MC_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise InputError(path, "llvm-mc timed out") from None
+        raise InputError(path, f"llvm-mc took more than {MC_TIMEOUT_S} s on the listing") from None
     if proc.returncode != 0:
         err = proc.stderr.decode("utf-8", "replace").splitlines()
         for e in err:
@@ -252,12 +277,17 @@ def _assemble_like(path, mc, origin: Dict[int, int], like: CodeObject, heads: Di
     src_index = [k for k, (t, _) in enumerate(mc) if _is_instruction(t)]
     line_of: Dict[int, int] = {}
     listing_addr: Dict[int, int] = {}
-    if len(src_lines) == len(instrs):       # one instruction per source line: map addresses to lines
+    data = any(_DATA.match(t) for t, _ in mc)
+    if len(src_lines) == len(instrs) and not data:   # one instruction per source line: map addresses to lines
         for i, no, k in zip(instrs, src_lines, src_index):
             line_of[i.addr] = no
             if k in origin:
                 listing_addr[i.addr] = origin[k]
-    funcs = [n for n in syms if not n.startswith(("label_", ".L"))]
+    declared = {m.group(1) for t, _ in mc if (m := _FUNC_DECL.match(t))}
+    kernels = {k.symbol for k in like.kernels}
+    # a plain label (loop:) is local to its kernel; functions are the kernels, the listing's
+    # headings and names declared with .globl/.type
+    funcs = [n for n in syms if n in kernels or n in heads or n in declared]
     starts = sorted(set(syms[n] for n in funcs))
     code: Dict[str, List[Instr]] = {}
     lines: Dict[int, int] = {}
@@ -303,7 +333,8 @@ def _assemble_linked(path, mc, arch: str) -> Source:
         _run_mc(path, mc, arch, obj)
         proc = subprocess.run([lld, "-shared", str(obj), "-o", str(co_path)], capture_output=True, timeout=600)
         if proc.returncode != 0:
-            msg = (proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["failed"])[-1]
+            err = proc.stderr.decode("utf-8", "replace").strip().splitlines() or ["failed"]
+            msg = next((e for e in err if "error:" in e), err[-1])
             raise InputError(path, f"ld.lld could not link the assembled listing: {msg[:200]}")
         try:
             co = codeobj.load(co_path)

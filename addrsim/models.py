@@ -253,6 +253,19 @@ class Problem:
     slices: Dict[str, Expr] = field(default_factory=dict)   # buffer -> bytes of one (batch, head) slice
 
 
+def check_bounds(bounds: Optional[Dict[str, Tuple[int, int]]]) -> None:
+    """User bounds (``--bound NAME=MIN:MAX``) must name shape variables (SHAPE_VARS) and give
+    a non-empty range of sizes (1 <= MIN <= MAX): an empty domain would make every claim
+    vacuously proved.  Raises InputError."""
+    for name, rng in (bounds or {}).items():
+        if name not in SHAPE_VARS:
+            raise InputError("--bound", f"unknown shape variable {name!r} (one of {', '.join(SHAPE_VARS)})")
+        lo, hi = rng
+        if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 1 or lo > hi or hi >= 1 << 32:
+            raise InputError("--bound", f"{name}={lo}:{hi} is not a range of sizes (need 1 <= MIN <= MAX < 2**32): "
+                                        "an empty range would prove everything")
+
+
 def grid_symbols(ms: ModelSet) -> Dict[str, Sym]:
     return {ax: Sym(ms.grid.get(ax, {}).get("name", f"wgid_{ax}"), 32, "id") for ax in "xyz"}
 

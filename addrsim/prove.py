@@ -271,6 +271,11 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
 
     if bad_ends:
         return done("unsupported", "; ".join(sorted({e.detail for e in bad_ends}))[:500])
+    if getattr(ex, "bad_branches", None):
+        # a branch into the middle of an instruction or out of the kernel: the loops and paths
+        # addrsim sees are not the ones the hardware runs
+        return done("unsupported", "branch target is not the start of an instruction of this kernel: "
+                    + "; ".join(ex.bad_branches[:3]))
     # a path that loops back before touching the buffer is covered by the loop's exit (explored
     # with what the body writes forgotten) unless the buffer is accessed inside that loop,
     # where iterations after the first could touch it first

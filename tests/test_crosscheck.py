@@ -165,3 +165,44 @@ def test_committed_gpu_results_follow_the_schema():
         assert set(c["max_rel_err"]) == {"dq", "dk", "dv", "d"}
         assert all(isinstance(v, float) for v in c["max_rel_err"].values())
     assert rep["agree"] is True and rep["complete"] is True
+
+
+@pytest.mark.parametrize("plan,code,words", [
+    ({}, 3, 'expected a JSON object with a "cases" list'),
+    ({"cases": []}, 2, "the plan has no cases"),
+    ({"cases": [None]}, 3, "case 0: not an object"),
+    ({"cases": [{"kernel": "k"}]}, 3, "case 0: 'layout' missing"),
+])
+def test_crossrun_refuses_bad_plans(tmp_path, plan, code, words):
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(plan))
+    p = subprocess.run([sys.executable, "-m", "addrsim.crossrun", str(f), "--backend", "torch"],
+                       capture_output=True, text=True)
+    assert p.returncode == code and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
+
+
+def test_crossrun_refuses_a_plan_with_a_missing_offset(tmp_path, small_plan):
+    bad = json.loads(json.dumps(small_plan))
+    del bad["cases"][3]["offsets"]["d"]
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(bad))
+    p = subprocess.run([sys.executable, "-m", "addrsim.crossrun", str(f), "--backend", "torch"],
+                       capture_output=True, text=True)
+    assert p.returncode == 3 and "case 3: no offsets for d" in p.stderr
+
+
+def test_crosscheck_checks_outputs_and_device_first(tmp_path):
+    co = str(tmp_path / "missing.co")      # never reached: the options are checked first
+    for args, words in ((["--plot", "/proc/nope/rows.png"], "--plot: cannot write here"),
+                        (["--plot", str(tmp_path)], "--plot: is a directory"),
+                        (["--json", "/proc/nope/r.json"], "--json: cannot write here")):
+        p = cli("crosscheck", co, *args)
+        assert p.returncode == 3 and words in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_empty_bounds_are_bad_input():
+    """--bound with an empty range would prove everything: refused."""
+    for b in ("nhead_q=4:1", "seqlen_q=0:3", "foo=1:2"):
+        p = cli("verify", "whatever.co", "--bound", b)
+        assert p.returncode == 3 and "--bound" in p.stderr and p.stderr.count("\n") == 1, p.stderr

@@ -185,7 +185,8 @@ def test_explain_listing_has_line_numbers(shortcut):
 @pytest.mark.parametrize("edit,message", [
     (("s_mul_i32 s18, s4, s16", "s_frobnicate s18, s4"), "invalid instruction: s_frobnicate s18, s4"),
     (("s_mul_i32 s18, s4, s16", "s_mul_i32 s18, s4"), "too few operands"),
-    (("s_endpgm", "s_cbranch_scc1 3"), "a branch with a numeric offset on an edited line is ambiguous"),
+    (("s_endpgm", "s_cbranch_scc1 3"), "a branch on an edited line must name a label, not '3'"),
+    (("s_endpgm", "s_cbranch_scc1 0xfff9"), "a branch on an edited line must name a label, not '0xfff9'"),
 ])
 def test_bad_listing_lines(shortcut, tmp_path, edit, message):
     """Unknown syntax: exit 3, one line naming the file and the listing's line number."""
@@ -232,3 +233,53 @@ def test_port_gfx942_to_gfx950(corpus):
     assert all(c["change"] == "same" and c["same_offset"] for c in k["checks"]), k["checks"]
     assert "port gfx942 -> gfx950: the address logic carries over" in rep["summary"]
     assert diff_status(rep) == 0
+
+
+def test_plain_labels_stay_inside_the_kernel(shortcut, tmp_path):
+    """A label the user adds (`skip:`), and a forward branch to it, do not split the kernel."""
+    co, _, fixed = shortcut
+    lst = tmp_path / "labels.txt"
+    lst.write_text(patch(fixed.read_text(), "s_mul_i32 s21, s3, s17",
+                         "s_mul_i32 s21, s3, s17\ns_cmp_eq_u32 s4, 0\ns_cbranch_scc1 skip\ns_nop 0\nskip:"))
+    rep = verify(lst, ["lse"], ["sbhd"], like=co, model_files=[MODEL], properties=["address"])
+    assert rep["kernels"][0]["checks"][0]["verdict"] == "proved", rep["kernels"][0]["checks"][0]
+
+
+def test_two_listings_in_one_file_are_refused(shortcut, tmp_path):
+    co, buggy, _ = shortcut
+    two = tmp_path / "two.txt"
+    two.write_text(buggy.read_text() + buggy.read_text())
+    p = cli("verify", two, "--like", co, "--model", MODEL, "--buffer", "lse")
+    assert p.returncode == 3 and "already appears on line" in p.stderr, p.stderr
+
+
+def test_branch_into_an_instruction_is_unsupported(tmp_path):
+    """A direct branch whose target is not the start of an instruction of the kernel: the
+    paths addrsim would follow are not the hardware's, so no verdict but unsupported."""
+    co = build("lse_loop", tmp_path)
+    text = objdump(co)
+    # the loop's back branch (simm16 65529 = -7 dwords) moved by one dword into the middle of
+    # the 8-byte buffer_load_dword
+    bad = text.replace("s_cbranch_scc1 65529", "s_cbranch_scc1 65530").replace("BF85FFF9", "BF85FFFA")
+    assert bad != text
+    lst = tmp_path / "mid.txt"
+    lst.write_text(bad)
+    with pytest.raises(InputError, match="is not the address of an instruction"):
+        load_source(lst, like=co)
+
+
+def test_code_object_branch_into_an_instruction_is_unsupported(tmp_path):
+    """The same in a code object (the assembler was told `.Lloop+4`): the loop the explorer
+    would see is not the hardware's, so the check is unsupported, never proved."""
+    src = (EX / "lse_loop_head_step.s").read_text()
+    assert "s_cbranch_scc1 .Lloop\n" in src
+    simm = int(next(l for l in objdump(build("lse_loop_head_step", tmp_path)).splitlines()
+                    if "s_cbranch_scc1" in l).split()[1])          # the back branch, in dwords
+    (tmp_path / "mid.s").write_text(src.replace("s_cbranch_scc1 .Lloop\n", f"s_cbranch_scc1 {simm + 1}\n"))
+    mc, ld = shutil.which("llvm-mc-22"), shutil.which("ld.lld-22")
+    subprocess.run([mc, "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx942", "-filetype=obj", str(tmp_path / "mid.s"),
+                    "-o", str(tmp_path / "mid.o")], check=True)
+    subprocess.run([ld, "-shared", str(tmp_path / "mid.o"), "-o", str(tmp_path / "mid.co")], check=True)
+    rep = verify(tmp_path / "mid.co", ["lse"], ["bhsd"], model_files=[MODEL], properties=["address"])
+    c = rep["kernels"][0]["checks"][0]
+    assert c["verdict"] == "unsupported" and "not the start of an instruction" in c["reason"], c
