@@ -335,22 +335,24 @@ def _repro(args) -> int:
             c = rep["kernels"][0]["checks"][0]
             if c["verdict"] != "counterexample":
                 sys.stderr.write(f"addrsim: {args.buffer}/{args.layout} is {c['verdict']}: no failing shape to "
-                                 f"reproduce (give --shape to write a script for a shape of your choice)\n")
-                return 0 if c["verdict"] == "proved" else 2
+                                 f"reproduce, no script written (give --shape to write one for a shape of your "
+                                 f"choice)\n")
+                return 2
             x = c["counterexample"]
             shape = {k: int(v) for k, v in x["shape"].items()}
             coords = (x["coords"]["batch_id"], x["coords"]["head_id"])
             why = f"Cause: {c.get('cause')}."
             prediction = "fail"
-        fam_acc = 4
+        # the family's dQ accumulator (models/fmha_bwd_v3.yaml params.acc): 4 = the fp32
+        # accumulator (aiter's is_v3_atomic_fp32=True), 0 = dQ written with 16-bit atomics and
+        # 2 = the 16-bit accumulator (both is_v3_atomic_fp32=False)
         from .models import choose_family
         co = load_source(args.file, args.like).co
         fam = choose_family(models, co.kernels[0], co.arch)
-        if fam:
-            fam_acc = int((fam.get("params") or {}).get("acc", 4) or 4)
+        fam_acc = int((fam.get("params") or {}).get("acc", 0)) if fam else 0     # models.py: acc defaults to 0
         try:
             text = script(kern, str(args.file), args.buffer, args.layout, shape,
-                          "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc != 2, coords=coords, why=why,
+                          "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc == 4, coords=coords, why=why,
                           causal="_causal" in kern, prediction=prediction)
         except ValueError as e:
             raise InputError("--layout", str(e)) from None

@@ -169,7 +169,7 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
     if not parts:
         parts.append("no verdict changed")
     parts.append(f"{same} of {len(checks)} checks keep their verdict; the byte offset is the same in shape "
-                 f"terms (no-wrap reading) in {same_off}")
+                 f"terms (no-wrap reading) in {same_off} of {len(checks)}")
     ports = {(k["old_arch"], k["new_arch"]) for k in out["kernels"] if k["old_arch"] != k["new_arch"]}
     if ports:
         alike = sum(1 for c in checks if c["change"] == "same" and c["same_offset"])

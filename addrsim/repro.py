@@ -37,7 +37,13 @@ LAYOUT_VIEWS = {
 }
 
 
-def bench_command(shape: Dict[str, int], layout: str, dtype: str, atomic32: bool) -> Optional[str]:
+def bf16_cvt(kernel: str) -> int:
+    """aiter's how_v3_bf16_cvt (0 RTNE, 1 RTNA, 2 RTZ) of a kernel, from the rounding in its
+    symbol (the code object's metadata); 0 when it names none."""
+    return 1 if "_rtna" in kernel else 2 if "_rtz" in kernel else 0
+
+
+def bench_command(shape: Dict[str, int], layout: str, dtype: str, atomic32: bool, cvt: int = 0) -> Optional[str]:
     """aiter's C++ benchmark command line for the case, or None for a layout it has no flag
     for (SBHD)."""
     if layout not in ("bhsd", "bshd"):
@@ -46,7 +52,7 @@ def bench_command(shape: Dict[str, int], layout: str, dtype: str, atomic32: bool
     return (f"./benchmark_mha_bwd -prec={dtype} -b={shape['batch']} -h={shape['nhead_q']} -h_k={shape['nhead_k']} "
             f"-s={shape['seqlen_q']} -s_k={shape['seqlen_k']} -d={shape['hdim_q']} -d_v={shape['hdim_v']} "
             f"-iperm={perm} -operm={perm} -mask=0 -mode=0 -bwd_v3=1 -v3_atomic_fp32={int(atomic32)} "
-            f"-v3_bf16_cvt=0 -kname=1 -v=1")
+            f"-v3_bf16_cvt={cvt} -kname=1 -v=1")
 
 
 def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, int], dtype: str = "bf16",
@@ -61,9 +67,13 @@ def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, in
     storage, perm = LAYOUT_VIEWS[layout]
     b, hq, hk = shape["batch"], shape["nhead_q"], shape["nhead_k"]
     sq, sk, d, dv = shape["seqlen_q"], shape["seqlen_k"], shape["hdim_q"], shape["hdim_v"]
-    cmd = bench_command(shape, layout, dtype, atomic32)
+    cvt = bf16_cvt(kernel)
+    cmd = bench_command(shape, layout, dtype, atomic32, cvt)
     bench = (f"#   {cmd}\n" if cmd else
              "#   (aiter's benchmark_mha_bwd has no SBHD layout: -iperm/-operm are 1 = BHSD, 0 = BSHD)\n")
+    if not kernel.startswith("_ZN5aiter"):
+        why += ("\n# NOTE: this kernel is not one of aiter's (its symbol is not in aiter's namespace): aiter's API "
+                "will not run it;\n# the script only shows the shape and layout to try.")
     coords_line = f"# addrsim's counterexample slice: batch_id={coords[0]} head_id={coords[1]}\n" if coords else ""
     said = {"fail": f"predicts that {buffer.upper()} is read at the wrong place (expect FAIL)",
             "pass": f"proves that {buffer.upper()} is read at the right place (expect PASS)",
@@ -84,6 +94,7 @@ B, HQ, HK, SQ, SK, D, DV = {b}, {hq}, {hk}, {sq}, {sk}, {d}, {dv}
 DTYPE = torch.{"float16" if dtype == "fp16" else "bfloat16"}
 ATOMIC_FP32 = {atomic32}          # False: the 16-bit-atomic (a16) kernels
 CAUSAL = {causal}
+BF16_CVT = {cvt}                  # how_v3_bf16_cvt: 0 RTNE, 1 RTNA, 2 RTZ (the kernel's rounding)
 TOL = 1e-2                     # max |x - ref| / max |ref|, aiter's 0.01 (op_tests/test_mha.py)
 PERM = {perm!r}             # storage {storage} -> logical [b, s, h, d]
 
@@ -106,7 +117,7 @@ scale = D ** -0.5
 #                     deterministic, return_lse, return_attn_probs, is_grad_enabled,
 #                     is_v3_atomic_fp32, how_v3_bf16_cvt, cu_seqlens_q, cu_seqlens_kv)
 out, lse = FlashAttnFunc.apply(q, k, v, 0.0, scale, CAUSAL, (-1, -1, 0), None, None, False, True, False,
-                               torch.is_grad_enabled(), ATOMIC_FP32, 0, None, None)
+                               torch.is_grad_enabled(), ATOMIC_FP32, BF16_CVT, None, None)
 out.backward(do)
 grads = {{"dq": q.grad, "dk": k.grad, "dv": v.grad}}
 

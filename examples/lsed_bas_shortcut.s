@@ -1,6 +1,8 @@
 // The classic bug: LseD_base = (batch_id * BAs_q) >> 6 + head_id * Hs_lsed, computed in 64
 // bits.  (batch_id*BAs_q)>>6 equals batch_id*nhead_q*seqlen_q*4 only when BAs_q =
-// nhead_q*seqlen_q*hdim*2 with hdim 128 (BHSD, BSHD).  Expected: counterexample for sbhd only.
+// nhead_q*seqlen_q*hdim*2 with hdim 128 (BHSD, BSHD).  Expected: counterexample for sbhd;
+// bhsd/bshd proved while BAs_q fits its 32-bit argument (nhead <= 8, seqlen <= 4096), an
+// overflow of the host's u32 cast of BAs_q at full-size shapes.
         .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
         .text
         .globl addrsim_example_lsed_bas_shortcut

@@ -146,7 +146,7 @@ def test_repro_cli_writes_the_counterexample(tmp_path):
     ast.parse(text)
     assert 'LAYOUT = "sbhd"' in text and "B, HQ, HK, SQ, SK, D, DV = 2, 1, 1, 2, 1, 128, 128" in text
     p = cli("repro", co, "--model", MODEL, *BOUNDS, "--buffer", "lse", "--layout", "bhsd")
-    assert p.returncode == 0 and "proved: no failing shape" in p.stderr and not p.stdout
+    assert p.returncode == 2 and "proved: no failing shape" in p.stderr and not p.stdout
     p = cli("repro", co, "--model", MODEL, "--buffer", "lse", "--layout", "nope")
     assert p.returncode == 3 and p.stderr.count("\n") == 1
 
@@ -206,3 +206,17 @@ def test_empty_bounds_are_bad_input():
     for b in ("nhead_q=4:1", "seqlen_q=0:3", "foo=1:2"):
         p = cli("verify", "whatever.co", "--bound", b)
         assert p.returncode == 3 and "--bound" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+@pytest.mark.parametrize("name,atomic32", [("gfx942/fmha_v3_bwd/bwd_hd128_bf16_a16_rtne.co", False),
+                                           ("gfx942/fmha_v3_bwd/bwd_hd128_bf16_a32_rtna.co", True)])
+def test_repro_selects_the_kernels_accumulator(corpus, tmp_path, name, atomic32):
+    """aiter picks the a16 kernels with is_v3_atomic_fp32=False: the script must ask for the
+    kernel that was verified (the family's dQ accumulator in models/fmha_bwd_v3.yaml)."""
+    out = tmp_path / "r.py"
+    p = cli("repro", corpus / name, "--buffer", "lse", "--layout", "bhsd", "--shape",
+            "batch=1,nhead_q=2,seqlen_q=128,hdim_q=128", "-o", out)
+    assert p.returncode == 0, p.stderr
+    text = out.read_text()
+    assert f"ATOMIC_FP32 = {atomic32}" in text and f"-v3_atomic_fp32={int(atomic32)}" in text
+    assert "expect PASS" in text         # the prover proves this small shape
