@@ -476,13 +476,16 @@ def _confirm_loop(kernel, arch, code, ms, prob, model, pc, expected, buffer, dea
     bid, hid = base.get(grid["z"].name, 0), base.get(grid["y"].name, 0)
     small = dict(base, batch=bid + 1, nhead_q=hid + 1, nhead_k=1)
     tiny = dict(small, seqlen_k=small.get("seqlen_q", 1), **{grid["x"].name: 0})
+    # the solver's ids need not show the fault (a step that depends on head_id only is the
+    # same at head 0 as in workgroup (0, 0)): also workgroup (1, 1) of a 2 x 2 grid
+    other = dict(tiny, batch=2, nhead_q=2, **{grid["z"].name: 1, grid["y"].name: 1})
     tries = []
-    for t0 in (tiny, small, base):        # the smallest workgroup grid first, then the model's
+    for t0 in (tiny, other, small, base):  # the smallest workgroup grids first, then the model's
         for n in (0, 256, 1024):          # then longer sequences (more iterations)
             t = dict(t0)
-            for v in ("seqlen_q", "seqlen_k") if t0 is not tiny else ("seqlen_q",):
+            for v in ("seqlen_q", "seqlen_k") if t0 not in (tiny, other) else ("seqlen_q",):
                 t[v] = max(t.get(v, 1), n)
-            if t0 is tiny:
+            if t0 in (tiny, other):
                 t["seqlen_k"] = t["seqlen_q"]
             if "total_q" in t:
                 t["total_q"] = max(t["total_q"], t["seqlen_q"])
