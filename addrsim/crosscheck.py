@@ -40,9 +40,7 @@ exp(LSE), far above it.
 """
 from __future__ import annotations
 
-import math
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import expr as X

@@ -9,7 +9,7 @@ glance as bars stacked over the same rows.  Uses matplotlib (Agg backend, no scr
 """
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence
+from typing import Dict, List, Optional
 
 MAX_SLICES = 32
 
