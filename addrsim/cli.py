@@ -72,6 +72,24 @@ def _check_output(path: Optional[str], what: str) -> None:
         raise InputError(path, f"{what}: cannot write here (folder {d} missing or not writable)")
 
 
+def _emit(report: dict, json_path: Optional[str], text) -> Optional[int]:
+    """Write ``report`` as JSON to stdout (``json_path`` "-") or print ``text()`` and also
+    write the JSON to ``json_path``; EXIT_BAD_INPUT when that file cannot be written."""
+    if json_path == "-":
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return None
+    print(text())
+    if json_path:
+        try:
+            with open(json_path, "w") as fh:
+                json.dump(report, fh, indent=2)
+        except OSError as e:
+            sys.stderr.write(f"addrsim: {json_path}: cannot write ({e.strerror})\n")
+            return EXIT_BAD_INPUT
+    return None
+
+
 def _smt_dir(args) -> str:
     import os
     if args.smt_dir:
@@ -196,19 +214,11 @@ def main(argv: Optional[List[str]] = None) -> int:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]]}
-    if args.json == "-":
-        json.dump(merged, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print_table(merged)
-        if args.json:
-            try:
-                with open(args.json, "w") as fh:
-                    json.dump(merged, fh, indent=2)
-            except OSError as e:
-                sys.stderr.write(f"addrsim: {args.json}: cannot write ({e.strerror})\n")
-                return EXIT_BAD_INPUT
-    return exit_status(reports)
+    import io
+    buf = io.StringIO()
+    print_table(merged, buf)
+    bad = _emit(merged, args.json, lambda: buf.getvalue().rstrip("\n"))
+    return bad if bad is not None else exit_status(reports)
 
 
 def _crosscheck(args) -> int:
@@ -275,14 +285,9 @@ def _crosscheck(args) -> int:
         return EXIT_BAD_INPUT
     if args.plan_out:
         return 0
-    if args.json == "-":
-        json.dump(rep, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print(format_report(rep))
-        if args.json:
-            with open(args.json, "w") as fh:
-                json.dump(rep, fh, indent=2)
+    bad = _emit(rep, args.json, lambda: format_report(rep))
+    if bad is not None:
+        return bad
     ran = [c for c in rep["cases"] if c["observed"] != "skipped"]
     if not ran:
         return 2
@@ -378,19 +383,8 @@ def _diff(args) -> int:
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
-    if args.json == "-":
-        json.dump(rep, sys.stdout, indent=2)
-        sys.stdout.write("\n")
-    else:
-        print(format_diff(rep))
-        if args.json:
-            try:
-                with open(args.json, "w") as fh:
-                    json.dump(rep, fh, indent=2)
-            except OSError as e:
-                sys.stderr.write(f"addrsim: {args.json}: cannot write ({e.strerror})\n")
-                return EXIT_BAD_INPUT
-    return diff_status(rep)
+    bad = _emit(rep, args.json, lambda: format_diff(rep))
+    return bad if bad is not None else diff_status(rep)
 
 
 def _scan(args) -> int:
@@ -510,6 +504,10 @@ def entry():
     except KeyboardInterrupt:
         sys.stderr.write("addrsim: interrupted\n")
         code = EXIT_BAD_INPUT
+    except BrokenPipeError:     # the reader went away (addrsim ... | head): not an error of addrsim
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 0
     except Exception as e:  # a bug in addrsim: one line, a distinct exit status, never a traceback
         sys.stderr.write(f"addrsim: internal error: {type(e).__name__}: {e}\n")
         code = EXIT_INTERNAL
