@@ -283,3 +283,14 @@ def test_code_object_branch_into_an_instruction_is_unsupported(tmp_path):
     rep = verify(tmp_path / "mid.co", ["lse"], ["bhsd"], model_files=[MODEL], properties=["address"])
     c = rep["kernels"][0]["checks"][0]
     assert c["verdict"] == "unsupported" and "not the start of an instruction" in c["reason"], c
+
+
+def test_scan_takes_a_listing(shortcut):
+    co, buggy, fixed = shortcut
+    p = cli("scan", fixed, buggy, "--like", co, "--model", MODEL, "--buffer", "lse", "--layout", "sbhd",
+            "--no-progress", "--json", "-")
+    assert p.returncode == 1, p.stderr        # the buggy listing has a counterexample
+    rep = json.loads(p.stdout)
+    got = {k["file"]: k["checks"][0]["verdict"] for k in rep["kernels"]}
+    assert got == {str(fixed): "proved", str(buggy): "counterexample"}
+    assert all(k["source"] == "objdump listing" for k in rep["kernels"])
