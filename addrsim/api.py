@@ -13,8 +13,10 @@ from . import __version__
 from .listing import load_source
 from .errors import InputError
 from .explore import explore
-from .models import ModelSet, buffer_pointer, check_bounds, load_models
-from .prove import Check, check, initial_machine, pointers_in
+from .models import ModelSet, buffer_pointer, build_problem, check_bounds, load_models
+from .prove import Check, check, initial_machine, limit_tools, pointers_in, witness_tools
+from .domain import domain_json, host_limits, route, settle
+from .expr import Sym
 
 DEFAULT_BUFFERS = ("lse", "d")
 DEFAULT_LAYOUTS = ("bhsd", "bshd", "sbhd")
@@ -27,7 +29,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
            min_budget_s: Optional[float] = None, check_budget_s: Optional[float] = None,
            arith: str = "bv", memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
            properties: Sequence[str] = DEFAULT_PROPERTIES, like=None,
-           checks_out: Optional[list] = None) -> dict:
+           checks_out: Optional[list] = None, host: Optional[str] = None, routed: bool = False) -> dict:
     """Check every kernel of the code object or assembly listing at ``path``.
 
     A listing (llvm-objdump ``-d`` text, edited or not, or llvm-mc assembly) takes its
@@ -47,6 +49,11 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     named buffers must all exist in every kernel.
     ``checks_out``: when given, each (kernel symbol, :class:`addrsim.prove.Check`) is
     appended to it (the Check keeps the sympy offsets that :mod:`addrsim.diff` compares).
+    ``host``: the host model by name (default: chosen by the argument ABI, see
+    :func:`addrsim.models.choose_host`).  ``verdict`` is the kernel's, decided without
+    routing over shapes whose arguments are exact; ``routing`` says whether the host's entry
+    points send a failing shape to the kernel.  ``routed``: make ``verdict`` the routed one
+    (every layer, routing included).
     Returns the report as a JSON-ready dict ``{"tool", "version", "kernels": [...]}`` (see
     README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
     kernel without the buffer's pointer argument, malformed model file) and ToolError (no
@@ -60,6 +67,9 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
         raise InputError("--memory-gib", f"device memory must be a positive number of GiB below 2**20, got {memory_gib}")
     check_bounds(bounds)
     ms = models or load_models(model_files)
+    if host is not None:
+        from dataclasses import replace as _r
+        ms = _r(ms, host_override=host)
     explicit = buffers is not None
     buffers = list(buffers) if buffers is not None else list(ms.buffers)
     for b in buffers:
@@ -100,9 +110,15 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
         for prop in properties:
             for lay in layouts:
                 for b in kbufs[k.symbol]:
-                    try:
+                    def run(entry, b=b, lay=lay, prop=prop):
                         c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms, cache, min_budget_s,
-                                  check_budget_s, arith, smt_dir, memory_gib, prop)
+                                  check_budget_s, arith, smt_dir, memory_gib, prop, routed=entry)
+                        return settle(c, *witness_tools(k, co.arch, code, ms, c, timeout_ms, min_budget_s))
+                    try:
+                        c = run(None)
+                        c.routing = route(c, run)
+                        if routed:
+                            c = _as_routed(c, run)
                     except InputError:
                         raise
                     except Exception as e:  # an engine failure is an honest "unknown", never a verdict
@@ -110,8 +126,12 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
                     checks.append(_check_json(c, src.lines))
                     if checks_out is not None:
                         checks_out.append((k.symbol, c))
-        entry = {"file": str(path), "kernel": k.symbol, "arch": co.arch,
-                 "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks}
+        limits = []
+        for lay in layouts:
+            prob = build_problem(ms, k, lay, Sym("tid_x", 32, "lane"), bounds, co.arch, memory_gib)
+            limits += host_limits(prob, *limit_tools(prob, timeout_ms, min_budget_s))
+        entry = {"file": str(path), "kernel": k.symbol, "arch": co.arch, "host": prob.host if layouts else None,
+                 "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks, "host_limits": limits}
         if src.kind != "code object":
             entry["source"] = src.kind
             if like is not None:
@@ -140,6 +160,11 @@ def _check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
                             "width": w.width, "machine": w.machine, "exact": w.exact, "matters": w.matters,
                             "formula": w.formula, "boundary": w.boundary, "text": w.describe()}
                            for w in c.overflow]
+    out["witness"] = c.witness.json() if c.witness is not None and c.verdict == "proved" else None
+    out["domain"] = domain_json(c.problem) if c.problem is not None else None
+    out["routing"] = c.routing.json() if c.routing is not None else None
+    if c.verdict == "unreachable":
+        out["excluded_by"] = c.unreachable
     if c.smt2:
         out["smt2"] = c.smt2
     if c.verdict == "proved" and c.prop == "address":
@@ -147,11 +172,43 @@ def _check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
     return out
 
 
+def _as_routed(c: Check, run) -> Check:
+    """The routed verdict as the check's verdict: the first entry point's counterexample
+    that reaches a failing shape, else its proof (unreachable when no entry point's domain
+    holds a shape)."""
+    r = c.routing
+    if r is None or not c.problem or not c.problem.entry_points:
+        return c
+    order = sorted(r.entries, key=lambda e: ("counterexample", "unknown", "unsupported", "proved",
+                                               "unreachable").index(e.verdict) if e.verdict in (
+        "counterexample", "unknown", "unsupported", "proved", "unreachable") else 9)
+    pick = run(order[0].entry)
+    pick.routing = r
+    return pick
+
+
+def finding_kind(check: dict) -> str:
+    """"reachable" (a counterexample some host entry point launches, or whose routing is
+    undecided), "latent" (no entry point launches a failing shape), "" otherwise."""
+    if check.get("verdict") != "counterexample":
+        return ""
+    reach = (check.get("routing") or {}).get("reachable")
+    return "latent" if reach is False else "reachable"
+
+
+EXIT_LATENT = 5
+
+
 def exit_status(reports: List[dict]) -> int:
-    """0 all proved, 1 any counterexample, 2 unknown/unsupported and no counterexample."""
-    verdicts = [c["verdict"] for r in reports for k in r["kernels"] for c in k["checks"]]
-    if "counterexample" in verdicts:
+    """0 all proved; 1 a reachable counterexample (a host entry point launches a failing
+    shape, or routing is undecided); 5 counterexamples that are all latent (the host's routing
+    masks every one); 2 unknown, unsupported or unreachable and no counterexample."""
+    checks = [c for r in reports for k in r["kernels"] for c in k["checks"]]
+    kinds = [finding_kind(c) for c in checks]
+    if "reachable" in kinds:
         return 1
-    if any(v != "proved" for v in verdicts):
+    if "latent" in kinds:
+        return EXIT_LATENT
+    if any(c["verdict"] != "proved" for c in checks):
         return 2
     return 0

@@ -54,6 +54,12 @@ def _common(sp, checks_default: str):
                          "int: unbounded integers (default bv)")
     sp.add_argument("--memory-gib", type=float, default=None, metavar="GIB",
                     help="device memory that every tensor must fit in (default: 192 for gfx942, 288 for gfx950)")
+    sp.add_argument("--host", metavar="NAME", default=None,
+                    help="the host model that launches the kernels (default: chosen by the argument ABI; "
+                         "aiter-0.1.7.post2.dev18 or aiter-e4048607)")
+    sp.add_argument("--routed", action="store_true",
+                    help="decide the verdict with the host's routing in the domain (default: the kernel's own "
+                         "verdict, routing reported beside it)")
     sp.add_argument("--smt-dir", metavar="DIR", default=None,
                     help="where undecided obligations are written as SMT-LIB2 (default: next to --json/--sarif, "
                          "else ./addrsim-smt2)")
@@ -208,7 +214,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
                           bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
                           memory_gib=args.memory_gib, smt_dir=_smt_dir(args), properties=args.check,
-                          like=args.like)
+                          like=args.like, host=args.host, routed=args.routed)
                    for f in args.files]
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
@@ -452,14 +458,35 @@ def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters; full text in --json)"
 
 
+def _print_routing(c: dict, out) -> None:
+    r = c.get("routing") or {}
+    for e in r.get("entry_points") or []:
+        if e["reachable"] is True:
+            shape = " ".join(f"{n}={v}" for n, v in (e.get("shape") or {}).items())
+            out.write(f"    REACHABLE through {r['host']} {e['entry']}" + (f" (at {shape})" if shape else "") + "\n")
+        elif e["reachable"] is False:
+            out.write(f"    LATENT under {r['host']} {e['entry']}: masked by\n")
+            for m in e["masked_by"]:
+                out.write(f"      {m}\n")
+        else:
+            out.write(f"    routing through {r['host']} {e['entry']}: {e['verdict']} {e.get('reason') or ''}\n")
+
+
+def _routing_word(c: dict) -> str:
+    r = c.get("routing") or {}
+    if c["verdict"] == "counterexample":
+        return {True: "reachable", False: "latent", None: "routing ?"}[r.get("reachable")]
+    return r.get("verdict", "") if r.get("verdict") not in (None, c["verdict"]) else ""
+
+
 def print_table(report: dict, out=sys.stdout):
     for k in report["kernels"]:
-        out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']})\n")
+        out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']}), host {k.get('host') or 'none'}\n")
         lw = max([8] + [len(c["layout"]) + 2 for c in k["checks"]])
-        out.write(f"  {'check':<9}{'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'time':>7}\n")
+        out.write(f"  {'check':<9}{'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'routing':<13}{'time':>7}\n")
         for c in k["checks"]:
             out.write(f"  {c.get('property', 'address'):<9}{c['buffer']:<7}{c['layout']:<{lw}}{c['verdict']:<16}"
-                      f"{c['time_s']:>6.2f}s\n")
+                      f"{_routing_word(c):<13}{c['time_s']:>6.2f}s\n")
         for c in k["checks"]:
             tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
             if c["verdict"] == "counterexample":
@@ -489,13 +516,32 @@ def print_table(report: dict, out=sys.stdout):
                         out.write(f"      wraps: {w['text']}\n")
                 elif c.get("cause") == "formula":
                     out.write("    the formula is wrong over the integers too (not an overflow)\n")
+                _print_routing(c, out)
+            elif c["verdict"] == "unreachable":
+                out.write(f"\n  {tag}: unreachable: no shape of the domain reaches the access; excluded by:\n")
+                for a in c.get("excluded_by") or []:
+                    out.write(f"      {a}\n")
             elif c["verdict"] != "proved":
                 out.write(f"\n  {tag}: {c['verdict']}: {c['reason']}\n")
+        for lim in k.get("host_limits") or []:
+            shape = " ".join(f"{n}={v}" for n, v in lim["shape"].items())
+            out.write(f"\n  HOST LIMIT ({lim['layout']}): {lim['argument']} = {lim['exact']} does not fit its "
+                      f"argument when {lim['boundary']}\n    smallest shape {shape} "
+                      f"({lim['memory_bytes'] / 2**30:.2f} GiB); {lim['source']}\n")
         for c in k["checks"]:
             if c["verdict"] == "proved" and c.get("property", "address") == "address":
                 out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset {_short(c['extracted'])}\n"
                           f"  {' ' * len(c['buffer'] + c['layout'])}         expected offset  {c['expected']}\n")
+                w = c.get("witness")
+                if w:
+                    out.write(f"  {' ' * len(c['buffer'] + c['layout'])}         witness: "
+                              + " ".join(f"{n}={v}" for n, v in w["shape"].items())
+                              + f" batch_id={w['coords']['batch_id']} head_id={w['coords']['head_id']} "
+                                f"(offset {w['offset']}, {w['replayed_on']})\n")
                 break
+        layers = next((c["domain"]["layers"] for c in k["checks"] if c.get("domain")), None)
+        if layers:
+            out.write(f"\n  domain: {', '.join(layers)} (--json lists every assumption and its source)\n")
 
 
 def entry():

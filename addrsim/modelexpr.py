@@ -20,6 +20,7 @@ from . import expr as X
 from .expr import Const, Expr
 
 W = 64
+EXACT_CASTS = "u32()"   # a key of ``names``: when present, u32(x) is x (the exact value before the host's cast)
 MAX_DEPTH = 100     # nesting of the syntax tree; deeper would exhaust Python's recursion limit
 
 
@@ -135,6 +136,8 @@ def _conv(node, names, text) -> Expr:
         if any(a.width != W for a in args):
             raise ModelExprError(f"function {fn}() of a condition in {text!r}")
         if fn == "u32" and len(args) == 1:
+            if EXACT_CASTS in names:
+                return args[0]
             return X.zext(X.extract(args[0], 31, 0), W)
         if fn in ("min", "max") and len(args) == 2:
             a, b = args

@@ -44,7 +44,10 @@ class ModelSet:
     layouts: Dict[str, dict] = field(default_factory=dict)
     arrays: Dict[str, dict] = field(default_factory=dict)
     memory: dict = field(default_factory=dict)     # devices (GiB per arch), tensors, group_tensors
+    hosts: List[dict] = field(default_factory=list)   # versioned hosts: contracts, evidence, entry points
     files: List[str] = field(default_factory=list)
+    origin: Dict[str, str] = field(default_factory=dict)   # "buffers.lse", "family NAME", ... -> model file
+    host_override: Optional[str] = None             # --host NAME: the host of every kernel
 
 
 def _need(cond, path, msg):
@@ -72,11 +75,11 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
         if doc is None:
             continue
         _need(isinstance(doc, dict), f, "top level must be a mapping")
-        known = {"shape", "grid", "derived", "buffers", "contracts", "families", "layouts", "arrays", "memory"}
+        known = {"shape", "grid", "derived", "buffers", "contracts", "families", "layouts", "arrays", "memory", "hosts"}
         bad = set(doc) - known
         _need(not bad, f, f"unknown section(s) {sorted(map(str, bad))}")
         for sec in known:   # a section of the wrong kind (e.g. `contracts: true`, `shape: [1]`)
-            kind = list if sec in ("contracts", "families") else dict
+            kind = list if sec in ("contracts", "families", "hosts") else dict
             _need(isinstance(doc.get(sec) or kind(), kind), f, f"{sec} must be a {'list' if kind is list else 'mapping'}")
         for k, v in (doc.get("shape") or {}).items():
             _need(isinstance(v, dict) and isinstance(v.get("min"), int) and isinstance(v.get("max"), int)
@@ -95,11 +98,13 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
             ptr = v["ptr"] if isinstance(v["ptr"], list) else [v["ptr"]]
             _need(all(isinstance(p, str) for p in ptr), f, f"buffers.{k}.ptr must be names")
             ms.buffers[k] = dict(v, ptr=ptr)
+            ms.origin[f"buffers.{k}"] = str(f)
         for c in reversed(doc.get("contracts") or []):
             _need(isinstance(c, dict) and isinstance(c.get("requires"), list) and isinstance(c.get("args"), dict),
                   f, "each contract needs requires (list) and args (mapping)")
             _check_contract(c, f)
             ms.contracts.insert(0, c)
+            ms.origin[f"contract {c.get('name')}"] = str(f)
         for fam in reversed(doc.get("families") or []):
             _need(isinstance(fam, dict) and isinstance(fam.get("match"), str), f, "each family needs match")
             _check_family(fam, f)
@@ -108,6 +113,11 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
             except re.error as e:
                 raise InputError(f, f"malformed model file: family {fam.get('name')}: bad regex ({e})") from None
             ms.families.insert(0, fam)
+            ms.origin[f"family {fam.get('name')}"] = str(f)
+        for h in reversed(doc.get("hosts") or []):
+            _check_host(h, f)
+            ms.hosts.insert(0, h)
+            ms.origin[f"host {h['name']}"] = str(f)
         for k, v in (doc.get("arrays") or {}).items():
             _need(isinstance(v, dict) and all(isinstance(v.get(x), (str, int)) for x in ("first", "last", "count")),
                   f, f"arrays.{k} needs first, last and count")
@@ -166,6 +176,8 @@ def _check_family(fam: dict, f):
          "buffers must map buffer names to {expected, extent, slice}"),
         ("preconditions", lambda v: isinstance(v, list) and all(isinstance(x, _SCALAR) for x in v),
          "preconditions must be a list of expressions"),
+        ("traits", lambda v: isinstance(v, list) and all(isinstance(x, _SCALAR) for x in v),
+         "traits must be a list of expressions"),
         ("grid", lambda v: _is_map(v), "grid must map axes to count expressions"),
         ("args", lambda v: _is_map(v), "args must map argument names to expressions"),
         ("memory", lambda v: isinstance(v, dict) and all(isinstance(k, str) and (x is None or isinstance(x, str))
@@ -176,6 +188,27 @@ def _check_family(fam: dict, f):
     ]
     for key, ok, msg in checks:
         _need(opt(key, ok), f, f"family {name}: {msg}")
+
+
+def _check_host(h: dict, f):
+    """A host: ``name``, ``contracts`` (names), optional ``evidence`` (file names) and
+    ``entry_points`` (each ``name``, ``source`` and ``routing``: family name or "*" -> list
+    of conditions, each an expression or ``{when, source}``).  InputError naming the file."""
+    _need(isinstance(h, dict) and isinstance(h.get("name"), str), f, "each host needs a name")
+    name = h["name"]
+    _need(isinstance(h.get("contracts"), list) and all(isinstance(c, str) for c in h["contracts"]), f,
+          f"host {name}: contracts must list contract names")
+    _need(h.get("evidence") is None or (isinstance(h["evidence"], list) and all(isinstance(e, str) for e in h["evidence"])),
+          f, f"host {name}: evidence must list file names")
+    eps = h.get("entry_points") or []
+    _need(isinstance(eps, list) and eps, f, f"host {name}: entry_points must be a non-empty list")
+    for ep in eps:
+        _need(isinstance(ep, dict) and isinstance(ep.get("name"), str) and isinstance(ep.get("routing") or {}, dict),
+              f, f"host {name}: each entry point needs a name and a routing mapping")
+        for fam, conds in (ep.get("routing") or {}).items():
+            _need(isinstance(conds, list) and all(
+                isinstance(c, _SCALAR) or (isinstance(c, dict) and isinstance(c.get("when"), _SCALAR)) for c in conds),
+                f, f"host {name} entry point {ep['name']}: routing.{fam} must list conditions")
 
 
 def _check_layout(name: str, lay: dict, f):
@@ -222,6 +255,31 @@ def layout_strides(ms: ModelSet, name: str, path="<layouts>", mode: str = "batch
     return out
 
 
+@dataclass(frozen=True)
+class Assumption:
+    """One constraint of a check's domain, with the layer it belongs to and where it comes
+    from.  Layers: ``bounds`` (shape bounds, the family's fixed sizes, ``--bound``), ``grid``
+    (workgroup ids and lane inside the launch), ``memory`` (every tensor fits the device),
+    ``traits`` (what the kernel is built for), ``exact`` (a host-computed kernel argument
+    holds its exact value: no u32 cast truncates it) and ``routing`` (a host entry point's
+    conditions for choosing this kernel; ``entry`` names it)."""
+
+    layer: str
+    text: str
+    source: str
+    expr: Expr = field(compare=False, repr=False)
+    entry: str = ""
+
+    def json(self) -> dict:
+        out = {"layer": self.layer, "text": self.text, "source": self.source}
+        if self.entry:
+            out["entry"] = self.entry
+        return out
+
+
+KERNEL_LAYERS = ("bounds", "grid", "memory", "traits", "exact")
+
+
 @dataclass
 class Problem:
     """Models instantiated for one kernel and one layout.
@@ -251,6 +309,23 @@ class Problem:
     array_specs: Dict[str, Dict[str, Expr]] = field(default_factory=dict)  # array -> first/last/step_max/count
     extent: Dict[str, Expr] = field(default_factory=dict)   # buffer -> bytes of its allocation (64-bit)
     slices: Dict[str, Expr] = field(default_factory=dict)   # buffer -> bytes of one (batch, head) slice
+    host: Optional[str] = None          # the host model whose contract and routing apply
+    host_why: str = ""                  # how the host was chosen
+    assumptions: List[Assumption] = field(default_factory=list)   # every layer, routing of every entry point
+    entry_points: List[str] = field(default_factory=list)         # the host's entry points that launch this family
+    routed: Optional[str] = None        # the entry point whose routing ``domain`` includes (None: none)
+    exact: Dict[str, Tuple[Expr, int]] = field(default_factory=dict)  # argument -> (exact 64-bit value, width in bits)
+
+    def layers(self) -> List[str]:
+        """The layers ``domain`` is built from, in order."""
+        out = [x for x in KERNEL_LAYERS if any(a.layer == x for a in self.assumptions)]
+        return out + ([f"routing ({self.routed})"] if self.routed is not None else [])
+
+    def in_domain(self, a: Assumption) -> bool:
+        return a.layer in KERNEL_LAYERS or (a.layer == "routing" and a.entry == self.routed)
+
+    def routing(self, entry: str) -> List[Assumption]:
+        return [a for a in self.assumptions if a.layer == "routing" and a.entry == entry]
 
 
 def check_bounds(bounds: Optional[Dict[str, Tuple[int, int]]]) -> None:
@@ -282,27 +357,69 @@ def choose_family(ms: ModelSet, kernel: Kernel, arch: Optional[str] = None) -> O
     return None
 
 
-def choose_contract(ms: ModelSet, kernel: Kernel) -> Optional[dict]:
+def choose_contract(ms: ModelSet, kernel: Kernel, host: Optional[dict] = None) -> Optional[dict]:
+    """The first contract whose ``requires`` are all argument names of the kernel's
+    metadata; with ``host``, only that host's contracts (its ``contracts`` list)."""
     names = set(kernel.arg_names)
+    allowed = None if host is None else set(host.get("contracts") or [])
     for c in ms.contracts:
+        if allowed is not None and c.get("name") not in allowed:
+            continue
         if all(r in names for r in c["requires"]):
             return c
     return None
 
 
+def choose_host(ms: ModelSet, kernel: Kernel) -> Tuple[Optional[dict], str]:
+    """(host, why): the host model that launches ``kernel``.  ``ms.host_override``
+    (``--host NAME``) wins; else the hosts with a contract for the argument ABI the metadata
+    lists; where several fit (the gfx950 native ABI is shared by the wheel and aiter's 2026
+    host), a file named in a host's ``evidence`` beside the code object decides, else the
+    last-declared host.  (None, why) when the models declare no host.  Raises InputError for
+    an unknown ``--host``."""
+    if not ms.hosts:
+        return None, "the models declare no host"
+    if ms.host_override is not None:
+        for h in ms.hosts:
+            if h["name"] == ms.host_override:
+                return h, "--host"
+        raise InputError("--host", f"unknown host {ms.host_override!r} "
+                                   f"(models define: {', '.join(h['name'] for h in ms.hosts)})")
+    fits = [h for h in ms.hosts if choose_contract(ms, kernel, h) is not None]
+    if len(fits) == 1:
+        return fits[0], "the only host with a contract for this argument ABI"
+    if not fits:
+        return None, "no host has a contract for this kernel's argument names"
+    folder = Path(kernel.path).parent if kernel.path else None
+    if folder is not None:
+        for h in fits:
+            for ev in h.get("evidence") or []:
+                if (folder / ev).exists():
+                    return h, f"its {ev} lies beside the code object"
+    return fits[0], (f"argument ABI shared by {', '.join(h['name'] for h in fits)}; no evidence file "
+                     f"beside the code object: the first in model order (use --host)")
+
+
 def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
                   bound_overrides: Dict[str, Tuple[int, int]] = None, arch: Optional[str] = None,
-                  memory_gib: Optional[float] = None) -> Problem:
+                  memory_gib: Optional[float] = None, routed: Optional[str] = None) -> Problem:
     """Instantiate the models for ``kernel`` in ``layout``.  ``memory_gib`` overrides the
     device memory of ``arch`` (GiB) that bounds the shape domain: the sum of the model's
-    tensor sizes (bytes) must fit.  Raises InputError on an unknown layout, an invalid
-    expression in a model file, or bounds under which the memory sum could pass 2**64."""
+    tensor sizes (bytes) must fit.  ``routed``: the host entry point whose routing
+    conditions join the domain (None: the kernel's own domain, every layer but routing).
+    Every constraint of every layer is kept in ``assumptions`` with its source.
+    Raises InputError on an unknown layout or host, an invalid expression in a model file,
+    a name no layout, contract or shape defines, or bounds under which the memory sum could
+    pass 2**64."""
     src = ms.files[-1] if ms.files else "<models>"
     shape = {v: Sym(v, 64, "shape") for v in SHAPE_VARS}
     bounds = {v: ms.shape.get(v, (1, 1 << 20)) for v in SHAPE_VARS}
     grid = grid_symbols(ms)
     fam = choose_family(ms, kernel, arch)
-    con = choose_contract(ms, kernel)
+    host, host_why = choose_host(ms, kernel)
+    con = choose_contract(ms, kernel, host)
+    if fam:
+        src = ms.origin.get(f"family {fam.get('name')}", src)
     mode = str((fam or {}).get("mode", "batch"))
     notes = []
     names: Dict[str, Expr] = dict(shape)
@@ -324,6 +441,13 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     def P(text, what):
         try:
             return modelexpr.parse(text, names)
+        except modelexpr.ModelExprError as e:
+            raise InputError(src, f"malformed model file: {what}: {e}") from None
+
+    def P_exact(text, what):
+        """The value the host computes, before its cast to the argument's width."""
+        try:
+            return modelexpr.parse(text, dict(names, **{modelexpr.EXACT_CASTS: Const(1, 1)}))
         except modelexpr.ModelExprError as e:
             raise InputError(src, f"malformed model file: {what}: {e}") from None
 
@@ -381,12 +505,15 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     for k, v in ms.derived.items():
         try:
             names[k] = modelexpr.parse(v, names)
-        except modelexpr.ModelExprError:
-            pass   # a derived name that needs a stride this layout does not define
+        except modelexpr.ModelExprError as e:
+            if not _layout_name(str(e)):    # a derived name that needs a stride this layout does not define
+                raise InputError(src, f"malformed model file: derived.{k}: {e}") from None
 
     # kernel arguments: the contract, with the family's overrides
     kernargs: Dict[str, Expr] = {}
-    ptr_args = pointer_args(ms, kernel)
+    exact: Dict[str, Tuple[Expr, int]] = {}
+    exact_text: Dict[str, str] = {}
+    ptr_args = pointer_args(ms, kernel, con)
     cargs = dict((con or {}).get("args") or {})
     cargs.update((fam or {}).get("args") or {})
     if con is None:
@@ -400,8 +527,14 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         elif a.value_kind in ("global_buffer", "dynamic_shared_pointer") or (a.size == 8 and a.name in _pointer_names(ms)):
             kernargs[a.name] = X.zext(Sym(a.name, 48, "ptr"), 64) if w == 64 else Sym(a.name, w, "ptr")
         elif a.name in cargs:
-            e = P(str(cargs[a.name]), f"contract {con.get('name') if con else '?'} args.{a.name}")
+            what = f"contract {con.get('name') if con else '?'} args.{a.name}"
+            e = P(str(cargs[a.name]), what)
             kernargs[a.name] = X.extract(e, w - 1, 0) if w <= 64 else X.zext(e, w)
+            if w < 64:
+                ex_ = P_exact(str(cargs[a.name]), what)
+                if _may_exceed(ex_, w, bounds):
+                    exact[a.name] = (ex_, w)
+                    exact_text[a.name] = _strip_u32(str(cargs[a.name]))
         else:
             kernargs[a.name] = Sym(a.name, w, "arg")
     array_args: Dict[str, Sym] = {}
@@ -415,27 +548,40 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
             array_specs[a] = {k: P(str(spec[k]), f"arrays.{a}.{k}")
                               for k in ("first", "last", "count", "step_max", "step_min") if k in spec}
 
-    # domain
-    dom: List[Expr] = []
+    # domain, layer by layer (Assumption)
+    msrc = ms.origin.get("buffers.lse", src)
+    fsrc = f"{src}: family {fname}" if fam else src
+    asm: List[Assumption] = []
+
+    def add(layer, e, text, source, entry=""):
+        asm.append(Assumption(layer, text, source, e, entry))
+
     for v in SHAPE_VARS:
         lo, hi = bounds[v]
-        dom += [X.ule(Const(lo, 64), shape[v]), X.ule(shape[v], Const(hi, 64))]
+        why = ("--bound" if v in (bound_overrides or {}) and v not in fixed else
+               fsrc if v in fixed or v in ((fam or {}).get("bounds") or {}) else f"{msrc}: shape")
+        add("bounds", X.band(X.ule(Const(lo, 64), shape[v]), X.ule(shape[v], Const(hi, 64))),
+            f"{v} = {lo}" if lo == hi else f"{lo} <= {v} <= {hi}", why)
     gcount = dict((fam or {}).get("grid") or {})
     for ax, s_ in grid.items():
         spec = ms.grid.get(ax)
         if spec:
-            cnt = P(str(gcount.get(ax, spec["count"])), f"grid.{ax}.count")
+            ctext = str(gcount.get(ax, spec["count"]))
+            cnt = P(ctext, f"grid.{ax}.count")
             if ax == "x" and masked and (fam or {}).get("grid_masked"):
                 cnt = X.udiv(X.add(cnt, Const(1, 64)), Const(2, 64))   # G2:415-419: masked launches halve gdx
-            dom.append(X.ult(X.zext(s_, 64), cnt))
+                ctext = f"({ctext} + 1) / 2"
+            add("grid", X.ult(X.zext(s_, 64), cnt), f"{s_.name} < {ctext}", f"{msrc}: grid.{ax}")
         else:
-            dom.append(X.eq(s_, Const(0, 32)))
+            add("grid", X.eq(s_, Const(0, 32)), f"{s_.name} = 0", f"{msrc}: grid")
     if mode == "group":
-        dom += [X.ule(shape["seqlen_q"], shape["total_q"]), X.ule(shape["seqlen_k"], shape["total_k"])]
-    for pre in ((fam or {}).get("preconditions") or []):
-        dom.append(P(str(pre), f"family {fname} precondition"))
+        add("bounds", X.band(X.ule(shape["seqlen_q"], shape["total_q"]), X.ule(shape["seqlen_k"], shape["total_k"])),
+            "seqlen_q <= total_q and seqlen_k <= total_k", f"{msrc}: group mode")
+    for key in ("traits", "preconditions"):
+        for pre in ((fam or {}).get(key) or []):
+            add("traits", P(str(pre), f"family {fname} {key}"), str(pre), fsrc)
     wg = kernel.reqd_workgroup_size or (256, 1, 1)
-    dom.append(X.ult(lane, Const(wg[0], 32)))
+    add("grid", X.ult(lane, Const(wg[0], 32)), f"{lane.name} < {wg[0]}", "metadata .reqd_workgroup_size")
 
     # device memory: every tensor of the family must fit
     memory, limit = None, 0
@@ -454,13 +600,53 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         gib = memory_gib if memory_gib is not None else (ms.memory.get("devices") or {}).get(arch or "")
         if gib:
             limit = int(gib * (1 << 30))
-            dom.append(X.ule(memory, Const(limit, 64)))
+            add("memory", X.ule(memory, Const(limit, 64)), f"every tensor of the family fits in {gib:g} GiB",
+                "--memory-gib" if memory_gib is not None else f"{msrc}: memory.devices.{arch}")
         else:
             notes.append(f"no device memory known for {arch}: shapes are not limited by memory")
+
+    # argument exactness: every host-computed argument holds its exact value
+    csrc = f"contract {(con or {}).get('name')}: {(con or {}).get('source', '')}"
+    csrc = csrc if len(csrc) <= 160 else csrc[:157] + "..."
+    for name, (ex_, w) in exact.items():
+        add("exact", X.ule(ex_, Const((1 << w) - 1, 64)), f"{name} = {exact_text[name]} < 2**{w}", csrc)
+
+    # routing: each entry point of the host that launches this family
+    entries: List[str] = []
+    for ep in (host or {}).get("entry_points") or []:
+        rt = ep.get("routing") or {}
+        conds = rt.get(fname) if fname in rt else rt.get("*")
+        if conds is None:
+            continue                       # this entry point never launches the family
+        entries.append(ep["name"])
+        hsrc = ms.origin.get(f"host {host['name']}", src)
+        for c in conds:
+            text, where = (str(c["when"]), c.get("source") or ep.get("source", "")) if isinstance(c, dict) \
+                else (str(c), ep.get("source", ""))
+            try:
+                e = modelexpr.parse(text, names)
+            except modelexpr.ModelExprError as err:
+                if "unknown name" in str(err) and _layout_name(str(err)):
+                    notes.append(f"routing condition {text!r} of {ep['name']} needs a stride layout {layout} "
+                                 f"does not define: not applied")
+                    continue
+                raise InputError(hsrc, f"malformed model file: host {host['name']} entry point {ep['name']} "
+                                       f"routing.{fname}: {err}") from None
+            add("routing", e, text, where, ep["name"])
+    if routed is not None and routed not in entries:
+        raise InputError("--routed", f"host {(host or {}).get('name')} has no entry point {routed!r} that launches "
+                                     f"family {fname} (entry points: {', '.join(entries) or 'none'})")
+    dom = [a.expr for a in asm if a.layer in KERNEL_LAYERS or (a.layer == "routing" and a.entry == routed)]
 
     expected, etext, extent, slices = {}, {}, {}, {}
     fbuf = (fam or {}).get("buffers") or {}
     ekey = "group_extent" if mode == "group" else "extent"
+    def bkey(b, key):            # the model key that holds buffer b's expression
+        return f"family {fname} buffers.{b}.{key}" if key in (fbuf.get(b) or {}) else f"buffers.{b}.{key}"
+
+    def bsrc(b, key):
+        return ms.origin.get(f"family {fname}", src) if key in (fbuf.get(b) or {}) else ms.origin.get(f"buffers.{b}", src)
+
     for b, spec in ms.buffers.items():
         fspec = fbuf.get(b) or {}
         # a family that redefines a buffer's offsets redefines its allocation too: no inheritance
@@ -469,35 +655,66 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
             try:
                 extent[b] = modelexpr.parse(str(etext_b), names)
             except modelexpr.ModelExprError as e:
-                if "unknown name" not in str(e):
-                    raise InputError(src, f"malformed model file: buffers.{b}.{ekey}: {e}") from None
+                if not _layout_name(str(e)):
+                    raise InputError(bsrc(b, ekey), f"malformed model file: {bkey(b, ekey)}: {e}") from None
         stext = fspec.get("slice") if ("expected" in fspec or "slice" in fspec) else spec.get("slice")
         if stext is not None and mode != "group":
             try:
                 slices[b] = modelexpr.parse(str(stext), names)
             except modelexpr.ModelExprError as e:
-                if "unknown name" not in str(e):
-                    raise InputError(src, f"malformed model file: buffers.{b}.slice: {e}") from None
+                if not _layout_name(str(e)):
+                    raise InputError(bsrc(b, "slice"), f"malformed model file: {bkey(b, 'slice')}: {e}") from None
         text = (fbuf.get(b) or {}).get("expected", spec["expected"])
         try:
             expected[b] = modelexpr.parse(text, names)
         except modelexpr.ModelExprError as e:
-            if "unknown name" in str(e):
+            if _layout_name(str(e)):
                 continue   # this layout has no strides for the buffer's tensor
-            raise InputError(src, f"malformed model file: buffers.{b}.expected: {e}") from None
+            raise InputError(bsrc(b, "expected"), f"malformed model file: {bkey(b, 'expected')}: {e}") from None
         etext[b] = text
     return Problem(layout, (con or {}).get("name"), fname, shape, fixed, bounds, kernargs, dom,
                    expected, etext, grid, lane, names, notes, mode, memory, limit, array_args, array_specs,
-                   extent, slices)
+                   extent, slices, (host or {}).get("name"), host_why, asm, entries, routed,
+                   {k: v for k, v in exact.items()})
 
 
-def pointer_args(ms: ModelSet, kernel: Kernel) -> set:
+def _may_exceed(e: Expr, width: int, bounds: Dict[str, Tuple[int, int]]) -> bool:
+    """Whether ``e`` (64-bit) can reach 2**width under the shape bounds, by interval
+    arithmetic (sound: True when in doubt)."""
+    if isinstance(e, Const):
+        return e.value >= 1 << width
+    from .smt import IntEncoder
+    try:
+        return IntEncoder(dict(bounds)).interval(e)[1] >= 1 << width
+    except Exception:
+        return True
+
+
+def _strip_u32(text: str) -> str:
+    t = text.strip()
+    if t.startswith("u32(") and t.endswith(")"):
+        return t[4:-1]
+    return t
+
+
+def _layout_name(msg: str) -> bool:
+    """Whether an 'unknown name' error names a stride that some layout could define."""
+    m = re.search(r"unknown name '([^']+)'", msg)
+    return bool(m and m.group(1) in STRIDE_NAMES)
+
+
+STRIDE_NAMES = frozenset([p + t for t in TENSORS for p in ("batch_stride_", "nhead_stride_", "stride_")]
+                         + ["batch_stride_lsed", "nhead_stride_lsed", "Hs_lsed"])
+
+
+def pointer_args(ms: ModelSet, kernel: Kernel, con: Optional[dict] = None) -> set:
     """Kernel arguments that hold 64-bit pointers: 8-byte global buffers, and the
     sequence-start arrays the chosen contract declares (the gfx950 metadata lists those as
     4-byte by_value arguments although the host struct has 8-byte pointers in 16-byte slots,
     G5:22-113; the kernel loads them with s_load_dwordx2)."""
     out = {a.name for a in kernel.args if a.value_kind == "global_buffer" and a.size == 8}
-    con = choose_contract(ms, kernel)
+    if con is None:
+        con = choose_contract(ms, kernel, choose_host(ms, kernel)[0])
     out |= set(((con or {}).get("arrays") or {}).keys()) & set(kernel.arg_names)
     return out
 

@@ -80,6 +80,12 @@ class Check:
     loops: bool = False               # proved for every iteration of the loops that access the buffer
     offset_sym: object = None         # sympy: extracted byte offset in kernel-argument terms (display, diff)
     shape_offset_sym: object = None   # sympy: the same in shape terms, the layout's contract substituted
+    problem: object = None            # the models.Problem the check was decided over
+    cases: list = field(default_factory=list)   # (Target, conds, claim, address, address at (0, 0)) per query
+    failing: object = None            # the case whose query was refuted (counterexample)
+    witness: object = None            # addrsim.domain.Witness of a proved check
+    routing: object = None            # addrsim.domain.Routing: does the host reach a failing shape?
+    unreachable: list = field(default_factory=list)   # the assumptions that exclude every shape
 
 
 # ----------------------------------------------------------------------------- set-up
@@ -238,7 +244,8 @@ def _feasible(conds: List[Expr]) -> bool:
 def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: ModelSet, buffer: str, layout: str,
           bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: int = 10000, cache: Optional[dict] = None,
           min_budget_s: float = None, check_budget_s: float = None, arith: str = "bv",
-          smt_dir: Optional[str] = None, memory_gib: Optional[float] = None, prop: str = "address") -> Check:
+          smt_dir: Optional[str] = None, memory_gib: Optional[float] = None, prop: str = "address",
+          routed: Optional[str] = None) -> Check:
     """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
 
     ``prop`` "address" (the module docstring's claim) or "bounds": every checked access of
@@ -254,12 +261,16 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     ``cache`` (optional, shared across calls) maps a structural hash of each query to its
     decision, so identical address computations in sibling kernels are decided once;
     ``min_budget_s`` bounds counterexample minimisation (default MIN_BUDGET_S) and
-    ``check_budget_s`` the whole check (default CHECK_BUDGET_S; past it: "unknown")."""
+    ``check_budget_s`` the whole check (default CHECK_BUDGET_S; past it: "unknown").
+    ``routed``: the host entry point whose routing joins the domain (None: the kernel's own
+    domain, :data:`addrsim.models.KERNEL_LAYERS`).  A "proved" from here is not final: the
+    caller (:func:`addrsim.domain.settle`) asks for a witness, or makes it "unreachable"."""
     t0 = time.time()
     res = Check(buffer, layout, "unknown", arith=arith, prop=prop)
     ptr = buffer_pointer(ms, kernel, buffer)
     lane = Sym(LANE, 32, "lane")
-    prob = build_problem(ms, kernel, layout, lane, bounds, arch, memory_gib)
+    prob = build_problem(ms, kernel, layout, lane, bounds, arch, memory_gib, routed)
+    res.problem = prob
     res.expected = prob.expected_text.get(buffer, "")
     tg = targets_for(ex, ptr)
     bad_ends = [e for e in ex.ends if e.reason in ("unsupported", "budget") and ptr not in e.reached]
@@ -334,6 +345,7 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
             claim = X.eq(a, X.add(a00, expected))
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
+        res.cases.append((t, conds, claim, a, a00))
         hm: dict = {}
         key = (arith, prop, X.shash(claim, hm)) + tuple(sorted(X.shash(c, hm) for c in conds))
         if key in seen_keys:
@@ -374,6 +386,7 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
             cex = replace_dc(cex, access=t.access.instr.addr, replayed_on=cex.replayed_on or "a sibling kernel")
         if isinstance(cex, str):
             return done("unknown", cex)
+        res.failing = res.cases[-1]
         res.counterexample = cex
         cex.minimal = minimal
         cex.memory_bytes = _memory_needed(prob, cex)
@@ -1081,9 +1094,13 @@ def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
     return model, minimal
 
 
-def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expected, buffer, occurrence: int = 1):
+def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expected, buffer, occurrence: int = 1,
+           want_equal: bool = False):
     """Concrete replay of a counterexample; returns a Counterexample or the reason it failed.
-    ``occurrence``: compare the n-th execution of the access (a later loop iteration)."""
+    ``occurrence``: compare the n-th execution of the access (a later loop iteration).
+    ``want_equal``: replay a *witness* of a proof instead: an addrsim.domain.Witness when the
+    concrete offset equals ``expected`` (None: the access only has to be reached), else the
+    reason (a string)."""
     grid = prob.grid
     shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
     shape.update(prob.fixed)
@@ -1123,6 +1140,8 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         except ReplayBudget as e:
             if a is None:
                 return f"not replayed: {e}"
+            if want_equal:
+                return _witness_unreplayed(prob, model, shape, ids, lane, a, a00, expected, str(e))
             return _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, expected,
                                f"not replayed: {e} (a loop runs before the access); offsets evaluated "
                                f"on the extracted semantics")
@@ -1135,8 +1154,16 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         if not isinstance(av, Const):
             return f"concrete replay produced a non-constant address ({opaque_in(av)})"
         addrs.append(av.value)
-    exp = X.evaluate(expected, dict(env, **{k: v for k, v in ids.items()}))
     got = (addrs[0] - addrs[1]) & X.mask(64)
+    exp = got if expected is None else X.evaluate(expected, dict(env, **{k: v for k, v in ids.items()}))
+    if want_equal:
+        if got != exp:
+            return f"witness did not replay: concrete offset {got}, expected {exp} at {shape} (engine bug)"
+        from .domain import Witness
+        if prob.mode != "group":
+            shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+        return Witness(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
+                               grid["x"].name: ids[grid["x"].name]}, lane, got)
     if got == exp:
         return (f"solver counterexample did not replay: concrete offset {got} equals expected "
                 f"at {shape} (engine bug)")
@@ -1147,6 +1174,61 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
     return Counterexample(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
                                   grid["x"].name: ids[grid["x"].name]}, shown, got, exp, lane,
                           t.access.instr.addr, True, arrays)
+
+
+def _witness_unreplayed(prob, model, shape, ids, lane, a, a00, expected, why):
+    """A witness whose concrete replay is out of budget (a loop runs before the access): the
+    offset from evaluating the extracted address, which must equal the expected one."""
+    from .domain import Witness
+    grid = prob.grid
+    menv = _env([a, a00] + ([expected] if expected is not None else []), model)
+    try:
+        got = (X.evaluate(a, menv) - X.evaluate(a00, menv)) & X.mask(64)
+        exp = got if expected is None else X.evaluate(expected, menv)
+    except KeyError as e:
+        return f"witness could not be evaluated (no value for {e})"
+    if got != exp:
+        return f"witness offset {got} differs from the expected {exp} (engine bug)"
+    if prob.mode != "group":
+        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+    return Witness(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
+                           grid["x"].name: ids[grid["x"].name]}, lane, got,
+                   f"not replayed: {why} (a loop runs before the access); offset evaluated on the extracted semantics")
+
+
+def witness_tools(kernel, arch, code, ms, res, timeout_ms: int, min_budget_s: Optional[float]):
+    """The (decide, replay) pair :func:`addrsim.domain.settle` needs for check ``res``."""
+    prob = res.problem
+    ranges = _ranges(prob)
+    expected = prob.expected.get(res.buffer) if res.prop == "address" else None
+
+    def decide(conds):
+        v, model, why, _, _ = _decide(conds, Const(0, 1), ranges, timeout_ms, prob,
+                                      MIN_BUDGET_S if min_budget_s is None else min_budget_s, "bv")
+        if v == "refuted":
+            return model
+        return None if v == "proved" else f"no witness found: {why}"
+
+    def rep(case, model):
+        t, conds, claim, a, a00 = case
+        if not _violates(conds, X.bnot(claim), model):
+            return "witness model breaks the proved claim when evaluated (engine bug)"
+        return replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, res.buffer, want_equal=True)
+    return decide, rep
+
+
+def limit_tools(prob: Problem, timeout_ms: int, min_budget_s: Optional[float]):
+    """The (decide, memory_of) pair :func:`addrsim.domain.host_limits` needs."""
+    ranges = _ranges(prob)
+
+    def decide(conds, claim):
+        v, model, _, _, _ = _decide(conds, claim, ranges, timeout_ms, prob,
+                                    MIN_BUDGET_S if min_budget_s is None else min_budget_s, "bv")
+        return model if v == "refuted" else None
+
+    def memory_of(shape):
+        return _memory_needed(prob, Counterexample(shape, {}, {}, 0, 0, 0, 0))
+    return decide, memory_of
 
 
 def _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, expected, why):
