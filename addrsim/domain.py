@@ -203,6 +203,8 @@ def route(res, run: Callable[[str], object]) -> Routing:
     entries = list(prob.entry_points) if prob is not None else []
     if res.verdict in ("unknown", "unsupported") or prob is None:
         return Routing(host, res.verdict, None)
+    if host is None:
+        return Routing(None, res.verdict, None, [])       # no host model: nobody can say it is masked
     if not entries:
         return Routing(host, "unreachable", False, ["no entry point of the host launches this kernel family"])
     out: List[EntryRouting] = []

@@ -385,6 +385,9 @@ def choose_host(ms: ModelSet, kernel: Kernel) -> Tuple[Optional[dict], str]:
                 return h, "--host"
         raise InputError("--host", f"unknown host {ms.host_override!r} "
                                    f"(models define: {', '.join(h['name'] for h in ms.hosts)})")
+    first = choose_contract(ms, kernel)
+    if first is not None and not any(first.get("name") in (h.get("contracts") or []) for h in ms.hosts):
+        return None, f"contract {first.get('name')} of the models belongs to no host: routing unknown"
     fits = [h for h in ms.hosts if choose_contract(ms, kernel, h) is not None]
     if len(fits) == 1:
         return fits[0], "the only host with a contract for this argument ABI"

@@ -554,6 +554,10 @@ def _classify(conds, claim, ranges, timeout_ms, deadline, cache, key, t, prob, m
     claim, ("formula", []) when int mode refutes it too, ("", []) when undecided."""
     ckey = ("int",) + key
     v = cache.get(ckey) if cache is not None else None
+    if v is None and _violates(conds, claim, model, kept_wraps(conds + [claim])):
+        v = "refuted"        # the counterexample itself breaks the claim over the integers: no solver needed
+        if cache is not None:
+            cache[ckey] = v
     if v is None:
         # its own budget: minimisation may have spent the check's, and the int query is
         # usually easy (no wraps)
