@@ -419,7 +419,7 @@ def _scan(args) -> int:
         reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
                        args.min_budget, progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
                        check_budget_s=args.check_budget, arith=args.arith, memory_gib=args.memory_gib,
-                       smt_dir=_smt_dir(args), properties=args.check)
+                       smt_dir=_smt_dir(args), properties=args.check, host=args.host, routed=args.routed)
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT

@@ -84,7 +84,9 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None)
             try:
                 with zipfile.ZipFile(p) as z:
                     for n in z.namelist():
-                        if n.endswith(".co") or n.endswith("/" + ROUTING_CSV):
+                        # the host's own files travel with the kernels: they are the evidence
+                        # of which host launches them (models: hosts.evidence)
+                        if n.endswith(".co") or n.endswith("/" + ROUTING_CSV) or n.endswith("/fmha_v3_bwd/codegen.py"):
                             z.extract(n, dest)
             except (zipfile.BadZipFile, OSError) as e:
                 raise InputError(p, f"cannot read the wheel ({e})") from None
@@ -164,12 +166,12 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
          bounds=None, timeout_ms: int = 10000, jobs: int = 1, min_budget_s: float = 1.0,
          progress: bool = False, check_budget_s: float = 10.0, arith: str = "bv",
          memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
-         properties: Sequence[str] = ("address",)) -> List[dict]:
+         properties: Sequence[str] = ("address",), host: Optional[str] = None, routed: bool = False) -> List[dict]:
     """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`, which documents
     ``arith``, ``memory_gib`` and ``smt_dir``); reports in the order of ``corpus.files``, each
     kernel annotated with its routed configurations."""
     options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties),
-               "likes": dict(corpus.like)}
+               "likes": dict(corpus.like), "host": host, "routed": routed}
     reports: Dict[str, dict] = {}
     bar = None
     if progress:
@@ -213,7 +215,7 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
 
 # ----------------------------------------------------------------------------- summary
 
-MARK = {"proved": "ok", "counterexample": "CEX", "unknown": "?", "unsupported": "unsup"}
+MARK = {"proved": "ok", "counterexample": "CEX", "unknown": "?", "unsupported": "unsup", "unreachable": "unr"}
 
 
 def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
@@ -234,12 +236,15 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
                 counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
                 if c["verdict"] == "counterexample":
                     cexs.append((k, c))
+                    kind = "latent" if (c.get("routing") or {}).get("reachable") is False else "reachable"
+                    counts[f"counterexample ({kind})"] = counts.get(f"counterexample ({kind})", 0) + 1
             cells = []
             for b, v in by_buf.items():
                 cells.append(f"{b}:" + "/".join(MARK.get(v.get(l, ""), "-") for l in layouts))
             name = f"{k['arch']}/{Path(k['file']).name}"
             lines.append(f"{name:60s} {' '.join(cells)}")
-    out = [f"verdicts per buffer, layouts {'/'.join(layouts)}  (ok proved, CEX counterexample, ? unknown, unsup unsupported)"]
+    out = [f"verdicts per buffer, layouts {'/'.join(layouts)}  (ok proved, CEX counterexample, ? unknown, "
+           f"unsup unsupported, unr unreachable)"]
     out += lines
     if cexs:
         out.append("")
@@ -259,6 +264,12 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
             ov = c.get("overflow") or []
             if ov:
                 out.append(f"      wraps: {ov[0]['text']}")
+            rt = c.get("routing") or {}
+            if rt.get("reachable") is False:
+                out.append(f"      LATENT under {rt.get('host')}: masked by {'; '.join(rt.get('masked_by') or [])}")
+            elif rt.get("reachable"):
+                ents = [e["entry"] for e in rt.get("entry_points") or [] if e.get("reachable")]
+                out.append(f"      reachable under {rt.get('host')} through {', '.join(ents)}")
             if corpus.tables:
                 routes = k.get("routes") or []
                 if routes:
@@ -266,6 +277,18 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
                     out.append(f"      routed from: {cfgs}")
                 else:
                     out.append(f"      no configuration in {ROUTING_CSV} routes to this kernel")
+    limits = [(k, lim) for r in reports for k in r.get("kernels", []) for lim in k.get("host_limits") or []]
+    if limits:
+        out.append("")
+        out.append(f"host limits (the host's u32 casts; not kernel counterexamples): {len(limits)}")
+        seen = set()
+        for k, lim in limits:
+            key = (k.get("host"), lim["argument"], lim["layout"], lim["boundary"])
+            if key in seen:
+                continue
+            seen.add(key)
+            n = sum(1 for _, l2 in limits if (l2["argument"], l2["layout"], l2["boundary"]) == key[1:])
+            out.append(f"  {lim['argument']} ({lim['layout']}): {lim['boundary']} [{n} kernel(s), host {k.get('host')}]")
     if corpus.skipped:
         out.append("")
         out.append(f"skipped {len(corpus.skipped)} code object(s):")
