@@ -38,6 +38,7 @@ class Exploration:
     loop_exits: int = 0
     origin: dict = field(default_factory=dict)   # id(node) -> (node, pc, text) of its instruction
     heads: dict = field(default_factory=dict)    # loop header address -> states on first arrival
+    capped_heads: set = field(default_factory=set)   # loop headers reached in more than MAX_HEAD_STATES states
     back_states: list = field(default_factory=list)   # states at the back edge (one-iteration runs)
     bad_branches: list = field(default_factory=list)  # "text at pc": direct branches to no instruction start
 
@@ -151,6 +152,8 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                 hs = out.heads.setdefault(ins.addr, [])
                 if len(hs) < MAX_HEAD_STATES and body_of is None:
                     hs.append(m.clone())
+                elif body_of is None:
+                    out.capped_heads.add(ins.addr)     # an entry state not checked: no proof of this loop
             if out.steps > max_steps:
                 out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
                 heap = []

@@ -233,7 +233,11 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
         for e in (pair, X.substitute(pair, other)):
             canon.append(X.ult(X.extract(e, 47, 0), Const(CANONICAL, 48)))
     out: List[Tuple[List[Expr], Expr, str, int]] = []
-    pairs_pq = list(product(body.backs, body.backs))[:MAX_PAIRS]
+    pairs_pq = list(product(body.backs, body.backs))
+    n_acc = sum(1 for a in accs for b in accs if a.instr.addr == b.instr.addr)
+    if len(pairs_pq) > MAX_PAIRS or n_acc > MAX_PAIRS:
+        return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {len(pairs_pq)} back-edge path pairs and "
+                                   f"{n_acc} access pairs, more than the {MAX_PAIRS} checked: obligations cut", loop)
     for p, q in pairs_pq:
         # the step claims hold for any difference D (no definition needed): linear, fast
         conds = canon + [both(c)[0] for c in p.path] + [both(c)[1] for c in q.path]
@@ -246,7 +250,7 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
             vq = both(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))[1]
             out.append((conds, X.eq(vp, X.add(vq, delta[(lo, hi)])),
                         f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None))
-    apairs = [(a, b) for a in accs for b in accs if a.instr.addr == b.instr.addr][:MAX_PAIRS]
+    apairs = [(a, b) for a in accs for b in accs if a.instr.addr == b.instr.addr]
     for a, b in apairs:
         conds = defs + canon + [both(c)[0] for c in a.path] + [both(a.active)[0]] + [both(c)[1] for c in b.path] \
             + [both(b.active)[1]]

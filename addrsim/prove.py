@@ -134,6 +134,10 @@ def concrete_machine(kernel: Kernel, arch: str, ms: ModelSet, argvals: Dict[str,
     return m
 
 
+class CaseSplitCap(Exception):
+    """More select conditions than :func:`leaves` splits: the check must be unknown."""
+
+
 def leaves(e: Expr, limit: int = 4) -> List[Tuple[List[Tuple[Expr, int]], Dict[int, Expr]]]:
     """Case split of ``e`` on the conditions of its ``ite`` nodes that choose between
     different pointer arguments, or between a modelled value and data (where two paths
@@ -147,7 +151,9 @@ def leaves(e: Expr, limit: int = 4) -> List[Tuple[List[Tuple[Expr, int]], Dict[i
             # only selects between buffers matter (a V# chosen among pointer arguments)
             seen.add(id(n.args[0]))
             conds.append(n.args[0])
-    conds = conds[:limit]
+    if len(conds) > limit:
+        raise CaseSplitCap(f"the address selects among {len(conds)} conditions, more than the {limit} "
+                           f"case splits addrsim checks")
     out = []
     for bits in product((1, 0), repeat=len(conds)):
         out.append(([(c, b) for c, b in zip(conds, bits)], {id(c): Const(b, 1) for c, b in zip(conds, bits)}))
@@ -272,7 +278,12 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     prob = build_problem(ms, kernel, layout, lane, bounds, arch, memory_gib, routed)
     res.problem = prob
     res.expected = prob.expected_text.get(buffer, "")
-    tg = targets_for(ex, ptr)
+    try:
+        tg = targets_for(ex, ptr)
+    except CaseSplitCap as e:
+        res.time_s = round(time.time() - t0, 3)
+        res.verdict, res.reason = "unknown", str(e)
+        return res
     bad_ends = [e for e in ex.ends if e.reason in ("unsupported", "budget") and ptr not in e.reached]
     back_ends = [e for e in ex.ends if e.reason == "backedge" and ptr not in e.reached]
 
@@ -435,12 +446,17 @@ def _loop_check(kernel, arch, code, ex, ms, prob, ptr, env, expected, zero_ids, 
     for head, end in loops_of(code):
         if not any(head <= pc <= end for pc in ptr_accs):
             continue
+        if head in getattr(ex, "capped_heads", ()):
+            return "unknown", (f"loop {head:#x}-{end:#x} is entered in more than {len(ex.heads.get(head, []))} "
+                               f"states; only those were checked"), None
         for k, entry in enumerate(ex.heads.get(head, [])):
             if (head, end, k) not in bodies:
                 bodies[(head, end, k)] = generic_iteration(code, entry, head, end, lambda a: pointers_in(a.base))
             ind = obligations(bodies[(head, end, k)], ptr, pointers_in, zero_ids, expected, env, first_pcs)
             if ind.verdict == "unsupported":
                 return "unsupported", ind.reason, None
+            if ind.verdict == "capped":
+                return "unknown", ind.reason, None
             for ob in ind.obligations:
                 v, model, why, what, pc = None, None, "", ob[2], ob[3]
                 while ob is not None:
