@@ -116,7 +116,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
                         return settle(c, *witness_tools(k, co.arch, code, ms, c, timeout_ms, min_budget_s))
                     try:
                         c = run(None)
-                        c.routing = route(c, run)
+                        c.routing = route(c, run, witness_tools(k, co.arch, code, ms, c, timeout_ms, min_budget_s)[0]
+                                          if c.problem is not None else None)
                         if routed:
                             c = _as_routed(c, run)
                     except InputError:

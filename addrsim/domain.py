@@ -183,7 +183,8 @@ def settle(res, decide: Callable, replay: Callable):
         return res
     if w == "empty":
         t, conds = (res.cases[0][0], res.cases[0][1]) if res.cases else (None, [])
-        path = [c for c in (t.conds if t is not None else [])]
+        dom = {id(e) for e in res.problem.domain}
+        path = [c for c in conds if id(c) not in dom]     # the path to the access, arguments substituted
         res.unreachable = exclusion(res.problem, path, t.access.instr.addr if t is not None else 0)
         res.verdict = "unreachable"
         res.reason = "no shape of the domain reaches the access: " + "; ".join(res.unreachable)
@@ -194,10 +195,13 @@ def settle(res, decide: Callable, replay: Callable):
 
 # ----------------------------------------------------------------------------- routing
 
-def route(res, run: Callable[[str], object]) -> Routing:
+def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None) -> Routing:
     """Routing of the kernel check ``res`` through each entry point of its host.
     ``run(entry)`` decides the same check with that entry point's routing in the domain
-    (a settled Check).  A kernel counterexample that no entry point reaches is latent."""
+    (a settled Check).  A kernel counterexample that no entry point reaches is latent.
+    For a proved check the routed domain is a subset, so the routed verdict is proved or,
+    when no routed shape reaches the access, unreachable: ``reaches(conds)`` (a model of
+    ``conds`` or None, as :func:`find_witness`'s ``decide``) answers that without a rerun."""
     prob: Problem = res.problem
     host = prob.host if prob is not None else None
     entries = list(prob.entry_points) if prob is not None else []
@@ -209,6 +213,9 @@ def route(res, run: Callable[[str], object]) -> Routing:
         return Routing(host, "unreachable", False, ["no entry point of the host launches this kernel family"])
     out: List[EntryRouting] = []
     for e in entries:
+        if res.verdict == "proved" and reaches is not None:
+            out.append(_proved_route(res, prob, e, reaches))
+            continue
         r = run(e)
         masked: List[str] = []
         reach: Optional[bool] = None
@@ -237,6 +244,28 @@ def route(res, run: Callable[[str], object]) -> Routing:
         reach = None if v == "unknown" else False
     masked = sorted({m for x in out for m in x.masked_by}) if reach is False else []
     return Routing(host, v, reach, masked, out)
+
+
+def _proved_route(res, prob: Problem, entry: str, reaches: Callable) -> EntryRouting:
+    """A proved kernel check through one entry point: proved when some routed shape reaches
+    an access, unreachable (with the routing conditions that exclude them) when none does."""
+    routing = [a.expr for a in prob.routing(entry)]
+    why = ""
+    for case in res.cases:
+        m = reaches(list(case[1]) + routing)
+        if isinstance(m, dict):
+            return EntryRouting(entry, "proved", False)
+        if isinstance(m, str):
+            why = m
+    if why:
+        return EntryRouting(entry, "unknown", None, [], None, why)
+    t = res.cases[0][0] if res.cases else None
+    named = [(f"{a.text} [{a.source}]", a.expr) for a in prob.routing(entry)]
+    base = list(res.cases[0][1]) if res.cases else []
+    got = core(base, named)
+    return EntryRouting(entry, "unreachable", False, got or [], None,
+                        f"no shape routed through {entry} reaches the access at "
+                        f"{t.access.instr.addr:#x}" if t is not None else "no access")
 
 
 def _masking(res, prob: Problem, entry: str) -> List[str]:

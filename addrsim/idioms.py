@@ -119,14 +119,17 @@ def _try_division(n: Expr, ranges, cache) -> Optional[object]:
     npts = 1
     for lo, hi in box.values():
         npts *= hi - lo + 1
-    if npts > MAX_POINTS:
-        return f"float-reciprocal term over a domain of {npts} points (limit {MAX_POINTS}) not checked"
     divisors = []
     for m in X.walk(n):
         if isinstance(m, Op) and m.op == "f32_rcp" and isinstance(m.args[0], Op) and m.args[0].op == "f32_from_u32":
             divisors.append(m.args[0].args[0])
     if not divisors:
         return None
+    if npts > MAX_POINTS:
+        r = _per_divisor(n, box, divisors)
+        if r is not None:
+            return r
+        return f"float-reciprocal term over a domain of {npts} points (limit {MAX_POINTS}) not checked"
     names = sorted(box)
     bkey = tuple((k, box[k]) for k in names)
     if bkey not in cache:
@@ -160,6 +163,96 @@ def _try_division(n: Expr, ranges, cache) -> Optional[object]:
                 guarded = X.ite(X.eq(d, Const(0, 32)), n, X.udiv(x, d))
                 return guarded, DivisionProof(repr(n)[:120], repr(x), repr(d), box, int(ok.sum()), len(values)), X.udiv(x, d)
     return f"binary32 term {repr(n)[:80]} is not udiv of its operands over {box}"
+
+
+#: Largest divisor range proved one divisor value at a time (a Z3 query per value and rounding).
+MAX_DIVISORS = 4096
+PER_DIVISOR_RLIMIT = 5_000_000     # Z3 resource units per query (deterministic)
+
+
+def _per_divisor(n: Expr, box, divisors):
+    """The wide-dividend case (``BAs / head_dim``: a 32-bit dividend, a divisor of a few dozen
+    values).  For each divisor value and each reciprocal within 1 ULP, the subterms that
+    depend on the divisor alone (the estimate and its Newton step) are evaluated exactly, and
+    Z3 proves that what is left, a bit-vector term in the dividend, equals ``udiv`` for every
+    dividend in its range.  A proof over the bounded domain, as the exhaustive one; None when
+    the term does not have that shape, a reason string when a query fails."""
+    import z3
+    from .smt import IntEncoder
+    d = divisors[0]
+    if not isinstance(d, Sym) or any(x is not d and repr(x) != repr(d) for x in divisors):
+        return None
+    others = [k for k in box if k != d.name]
+    if d.name not in box or len(others) != 1:
+        return None
+    dlo, dhi = box[d.name]
+    if dhi - dlo + 1 > MAX_DIVISORS:
+        return None
+    other = others[0]
+    xs = [x for x in _dividend_candidates(n, d) if set(X.symbols(x)) == {other}]
+    if not xs:
+        return None
+    fm: Dict[int, bool] = {}
+    for x in xs:
+        ok, checked = True, 0
+        for dv in range(max(dlo, 1), dhi + 1):
+            for variant in (-1, 0, 1):
+                t = _fold_divisor_terms(n, d.name, dv, variant, fm)
+                if t is None or has_float(t, {}):
+                    return None
+                # exact integer encoding of the bit-vector semantics: with the divisor and the
+                # reciprocal constant the query is linear (mulhu, the wrapping mul and udiv
+                # by a constant become floor divisions with a remainder variable)
+                enc = IntEncoder({other: box[other]})
+                s = z3.Solver()
+                s.set("rlimit", PER_DIVISOR_RLIMIT)
+                s.add(enc.enc(t) != enc.enc(X.udiv(x, Const(dv, x.width))))
+                s.add(*enc.side)
+                r = s.check()
+                if r == z3.sat:
+                    ok = False
+                    break
+                if r != z3.unsat:
+                    return f"division by {d.name}={dv}: the solver gave up within its resource budget"
+                checked += 1
+            if not ok:
+                break
+        if ok:
+            guarded = X.ite(X.eq(d, Const(0, 32)), n, X.udiv(x, d))
+            return guarded, DivisionProof(repr(n)[:120], repr(x), repr(d), box, checked, 3), X.udiv(x, d)
+    return f"binary32 term {repr(n)[:80]} is not udiv of its operands over {box}"
+
+
+def _fold_divisor_terms(n: Expr, dname: str, dv: int, variant: int, fm) -> Optional[Expr]:
+    """``n`` with the divisor set to ``dv`` and every subterm that contains binary32 nodes and
+    depends on the divisor alone replaced by its value (the reciprocal ``variant`` ULP from
+    the correctly rounded one)."""
+    env = {dname: np.array([dv], dtype=np.uint64)}
+    memo: Dict[int, Expr] = {}
+    vmemo: dict = {}
+
+    def go(m: Expr) -> Expr:
+        k = id(m)
+        if k in memo:
+            return memo[k]
+        if isinstance(m, Op) and has_float(m, fm) and set(X.symbols(m)) <= {dname}:
+            try:
+                v = _vec(m, env, vmemo, [variant])
+            except _NoVec:
+                raise
+            r = Const(int(np.asarray(v).reshape(-1)[0]), m.width)
+        elif isinstance(m, Sym) and m.name == dname:
+            r = Const(dv, m.width)
+        elif isinstance(m, Op):
+            r = X.rebuild(m, tuple(go(a) for a in m.args))
+        else:
+            r = m
+        memo[k] = r
+        return r
+    try:
+        return go(n)
+    except _NoVec:
+        return None
 
 
 def _dividend_candidates(n: Expr, d: Expr) -> List[Expr]:

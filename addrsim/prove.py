@@ -736,7 +736,12 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
                 ranges[name] = enc.interval(e)
             except Exception:
                 pass
-    key = (ptr, tuple(sorted(ranges.items())))
+    used = set()
+    for t in tg:
+        used |= set(X.symbols(t.address))
+        for c in t.conds:
+            used |= set(X.symbols(c))
+    key = (ptr, tuple(sorted((k, v) for k, v in ranges.items() if k in used)))
     cache = ex.__dict__.setdefault("_divisions", {})
     if key in cache:
         return cache[key]
