@@ -10,6 +10,7 @@ import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from . import __version__
+from .codeobj import SUPPORTED_ARCHS
 from .listing import load_source
 from .errors import InputError
 from .explore import explore
@@ -80,7 +81,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
             raise InputError(path, f"unknown layout {lay!r} (models define: {', '.join(sorted(ms.layouts))})")
     src = load_source(path, like)
     co = src.co
-    if co.arch not in ("gfx942", "gfx950", "gfx940", "gfx941", "gfx90a"):
+    if co.arch not in SUPPORTED_ARCHS:
         raise InputError(path, f"architecture {co.arch} is not supported (gfx90a, gfx942, gfx950)")
     ptrs = {}
     kbufs: Dict[str, List[str]] = {}

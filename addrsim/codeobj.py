@@ -28,6 +28,9 @@ NT_AMDGPU_METADATA = 32
 MACH = {0x4C: "gfx942", 0x4F: "gfx950", 0x40: "gfx940", 0x41: "gfx941", 0x3F: "gfx90a", 0x30: "gfx908"}
 
 
+#: Architectures whose ISA semantics addrsim has (CDNA2, CDNA3, CDNA4).
+SUPPORTED_ARCHS = ("gfx942", "gfx950", "gfx940", "gfx941", "gfx90a")
+
 @dataclass(frozen=True)
 class KernelArg:
     """One kernel argument from the metadata: ``offset`` and ``size`` in bytes."""

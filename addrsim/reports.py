@@ -182,6 +182,11 @@ def _properties(kernel: dict, check: dict) -> dict:
              "buffer": check.get("buffer"), "layout": check.get("layout"), "verdict": check.get("verdict"),
              "reason": check.get("reason"), "extracted_formula": check.get("extracted"),
              "expected_formula": check.get("expected"), "difference": check.get("difference")}
+    rt = check.get("routing") or {}
+    if check.get("verdict") == "counterexample":
+        props["finding"] = "latent" if rt.get("reachable") is False else "reachable"
+        props["host"] = rt.get("host")
+        props["masked_by"] = "; ".join(rt.get("masked_by") or []) or None
     cex = check.get("counterexample")
     if cex:
         ext, exp = _offsets(cex)
@@ -201,7 +206,9 @@ def _result(kernel: dict, check: dict, rule_index: int, root: Optional[PathLike]
     return {
         "ruleId": f"addrsim/{check.get('buffer')}" + ("-bounds" if check.get("property") == "bounds" else ""),
         "ruleIndex": rule_index,
-        "level": "error" if check.get("verdict") == "counterexample" else "warning",
+        # a latent kernel bug (no host entry point launches a failing shape) is a warning
+        "level": "error" if check.get("verdict") == "counterexample"
+                 and (check.get("routing") or {}).get("reachable") is not False else "warning",
         "message": {"text": _message(kernel, check)},
         "locations": [{
             "physicalLocation": physical,
@@ -221,7 +228,8 @@ def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike]
 
     Rules (§3.19.23): one per buffer that appears in any check, in order of appearance.
     Results (§3.14.23, always present, empty when everything proved): one per check whose
-    verdict is not ``proved``; ``counterexample`` is level ``error``, the others ``warning``
+    verdict is not ``proved``; a reachable ``counterexample`` is level ``error``, a latent one
+    (properties ``finding``, ``masked_by``) and the other verdicts ``warning``
     (§3.27.10).  ``root``: make the files under it relative URIs with ``uriBaseId``
     ``SRCROOT`` (§3.14.14), as GitHub code scanning wants; other files keep a relative path
     as a relative URI and an absolute one as a ``file:`` URI."""

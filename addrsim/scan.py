@@ -27,6 +27,7 @@ from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 from . import __version__
 from .errors import InputError
 from .listing import is_code_object, load_source
+from .codeobj import SUPPORTED_ARCHS
 from .models import ModelSet, choose_family, load_models
 
 ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
@@ -102,6 +103,9 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None)
             if len(roots) == 1 and roots[0] == p:
                 raise
             c.skipped.append((str(p), e.problem))
+            continue
+        if co.arch not in SUPPORTED_ARCHS:
+            c.skipped.append((str(p), f"architecture {co.arch} is not supported ({', '.join(SUPPORTED_ARCHS)})"))
             continue
         if not co.kernels or not all(choose_family(ms, k, co.arch) for k in co.kernels):
             c.skipped.append((str(p), "no kernel family in the models describes its kernels"))

@@ -52,3 +52,24 @@ def test_one_correction_step_suffices_on_the_bounded_domain():
 def test_large_domain_is_not_checked():
     out, proofs, left = exact_divisions(llvm_udiv(H, D), {"ratio": (0, 1 << 16), "head_id": (0, 1 << 16)})
     assert proofs == [] and "not checked" in left[0]
+
+
+BAS, HD = Sym("BAs", 32), Sym("head_dim", 32)
+WIDE = {"BAs": (0, (1 << 32) - 1), "head_dim": (72, 120)}
+
+
+def test_wide_dividend_is_proved_per_divisor():
+    """gen-a16-pddv kernels divide Q's 32-bit batch stride by the head dim (BAs / head_dim):
+    2**32 dividends are too many to enumerate, so each of the 49 divisors (and each rcp within
+    1 ULP) is proved for every dividend over the exact integer encoding."""
+    out, proofs, left = exact_divisions(llvm_udiv(BAS, HD), WIDE)
+    assert left == [] and len(proofs) == 1
+    assert (proofs[0].dividend, proofs[0].divisor) == ("BAs", "head_dim")
+    assert proofs[0].points == 49 * 3
+    for x, d in ((0, 72), ((1 << 32) - 1, 72), ((1 << 32) - 1, 120), (123456789, 97)):
+        assert X.evaluate(out, {"BAs": x, "head_dim": d}) == x // d
+
+
+def test_wide_dividend_without_corrections_is_not_a_division():
+    out, proofs, left = exact_divisions(llvm_udiv(BAS, HD, corrections=0), WIDE)
+    assert proofs == [] and left and "not udiv" in left[0]
