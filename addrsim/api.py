@@ -114,11 +114,11 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
                     def run(entry, b=b, lay=lay, prop=prop):
                         c = check(k, co.arch, code, ex, ms, b, lay, bounds, timeout_ms, cache, min_budget_s,
                                   check_budget_s, arith, smt_dir, memory_gib, prop, routed=entry)
-                        return settle(c, *witness_tools(k, co.arch, code, ms, c, timeout_ms, min_budget_s))
+                        return settle(c, *witness_tools(k, co.arch, code, ms, c, timeout_ms, min_budget_s, cache))
                     try:
                         c = run(None)
-                        c.routing = route(c, run, witness_tools(k, co.arch, code, ms, c, timeout_ms, min_budget_s)[0]
-                                          if c.problem is not None else None)
+                        c.routing = route(c, run, witness_tools(k, co.arch, code, ms, c, timeout_ms, min_budget_s,
+                                                                cache)[0] if c.problem is not None else None)
                         if routed:
                             c = _as_routed(c, run)
                     except InputError:

@@ -8,7 +8,7 @@ For one kernel and its LSE/D buffers, per layout:
    prover calls the shape right; a proved layout gets small shapes.  Every case's prediction
    is the prover's verdict *at that exact shape* (``--bound`` fixed to it): "fail" when some
    (batch_id, head_id) of the LSE or D buffer is refuted, "pass" when both are proved.
-   Shapes outside the kernel family's domain (routing preconditions, memory) are not used.
+   Shapes outside the kernel's domain (bounds, traits, exact arguments, memory) are not used.
 2. **Address function.**  For each (batch_id, head_id) run, the byte offset of the LSE (and
    D) slice is the kernel's explored address of the buffer's first access, evaluated in
    hardware arithmetic on the kernel arguments the host would pass at that shape and layout
@@ -92,7 +92,7 @@ class AddressFunction:
         return p
 
     def in_domain(self, layout: str, shape: Dict[str, int], bounds=None) -> bool:
-        """Is ``shape`` in the family's domain (routing preconditions, memory) for
+        """Is ``shape`` in the family's domain (bounds, traits, exact arguments, memory; not routing) for
         workgroup (0, 0), and inside the user's ``bounds`` (name -> (min, max))?"""
         prob = self.problem(layout)
         if any(not lo <= shape.get(n, lo) <= hi for n, (lo, hi) in (bounds or {}).items()):

@@ -119,7 +119,7 @@ def pointer_bases(ms: ModelSet, kernel: Kernel, low: int = 0) -> Dict[str, int]:
 def in_domain(prob: Problem, shape: Mapping[str, int], ids: Mapping[str, int], lane: int) -> bool:
     """Do ``shape`` (values of the shape variables; missing ones take their lower bound, fixed
     ones their fixed value), the workgroup ids and ``lane`` satisfy every constraint of
-    ``prob.domain`` (bounds, grid ranges, the family's routing preconditions)?"""
+    ``prob.domain`` (bounds, grid ranges, traits, exact arguments, memory)?"""
     env = _shape_env(prob, shape)
     env.update(ids)
     env[LANE] = lane

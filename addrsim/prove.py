@@ -2,7 +2,8 @@
 
 For one kernel, one buffer and one layout, the claim proved is
 
-    for every shape in the domain (bounds, grid ranges, the family's routing preconditions),
+    for every shape in the domain (bounds, grid ranges, memory, the family's traits, exact kernel
+    arguments and, with ``routed``, one host entry point's routing: addrsim.models.Assumption),
     every (batch_id, head_id, kv_tile) in the grid and every lane of the workgroup, on every
     explored path: address(batch_id, head_id) == address(0, 0) + expected(batch_id, head_id)
 
@@ -1221,24 +1222,49 @@ def _witness_unreplayed(prob, model, shape, ids, lane, a, a00, expected, why):
                    f"not replayed: {why} (a loop runs before the access); offset evaluated on the extracted semantics")
 
 
-def witness_tools(kernel, arch, code, ms, res, timeout_ms: int, min_budget_s: Optional[float]):
-    """The (decide, replay) pair :func:`addrsim.domain.settle` needs for check ``res``."""
+def witness_tools(kernel, arch, code, ms, res, timeout_ms: int, min_budget_s: Optional[float],
+                  cache: Optional[dict] = None):
+    """The (decide, replay) pair :func:`addrsim.domain.settle` needs for check ``res``.
+    ``cache`` (the check's query cache) keeps each decided model and replayed witness by
+    the structural hash of its query, so sibling kernels with the same address computation
+    (rtne/rtna/rtz) reuse them: the witness then says it was replayed on a sibling."""
     prob = res.problem
     ranges = _ranges(prob)
     expected = prob.expected.get(res.buffer) if res.prop == "address" else None
 
+    def qkey(tag, conds, claim=None):
+        hm: dict = {}
+        return (tag, res.prop, X.shash(claim, hm) if claim is not None else 0) + \
+            tuple(sorted(X.shash(c, hm) for c in conds))
+
     def decide(conds):
+        key = qkey("witness-model", conds)
+        if cache is not None and key in cache:
+            return cache[key]
         v, model, why, _, _ = _decide(conds, Const(0, 1), ranges, timeout_ms, prob,
                                       MIN_BUDGET_S if min_budget_s is None else min_budget_s, "bv")
-        if v == "refuted":
-            return model
-        return None if v == "proved" else f"no witness found: {why}"
+        out = model if v == "refuted" else (None if v == "proved" else f"no witness found: {why}")
+        if cache is not None:
+            cache[key] = out
+        return out
 
     def rep(case, model):
         t, conds, claim, a, a00 = case
+        key = qkey("witness", conds, claim) + (tuple(sorted((k, v) for k, v in model.items()
+                                                             if not k.endswith("[]"))),)
+        if cache is not None and key in cache:
+            w = cache[key]
+            if isinstance(w, str) or w.replayed_on != "this kernel":
+                return w
+            return replace_dc(w, replayed_on="a sibling kernel with the same query (this kernel's access "
+                                             f"at {t.access.instr.addr:#x})")
         if not _violates(conds, X.bnot(claim), model):
-            return "witness model breaks the proved claim when evaluated (engine bug)"
-        return replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, res.buffer, want_equal=True)
+            w = "witness model breaks the proved claim when evaluated (engine bug)"
+        else:
+            w = replay(kernel, arch, code, ms, prob, t, model, a, a00, expected, res.buffer, want_equal=True)
+        if cache is not None:
+            cache[key] = w
+        return w
     return decide, rep
 
 

@@ -641,7 +641,7 @@ def verify_cli(path, *extra, named=None):
         lines = p.stderr.strip().splitlines()
         assert len(lines) == 1 and str(named or path) in lines[0], p.stderr
     else:
-        assert p.returncode in (0, 1, 2), (p.returncode, p.stderr)
+        assert p.returncode in (0, 1, 2, 5), (p.returncode, p.stderr)   # 5: only latent counterexamples
         assert str(path) in p.stdout
     return p.returncode, p.stdout, p.stderr
 
@@ -708,12 +708,12 @@ def test_cli_non_utf8_label(real_kernel, tmp_path):
     p = tmp_path / "label.co"
     p.write_bytes(bytes(data))
     rc, _, _ = verify_cli(p)
-    assert rc in (0, 1, 2)
+    assert rc in (0, 1, 2, 5)
 
 
 @pytest.mark.parametrize("seed", range(3))
 def test_cli_bit_flips_in_code(real_kernel, tmp_path, seed):
-    """Bit flips in the first 512 instructions: still a code object, so a verdict (0/1/2) or
+    """Bit flips in the first 512 instructions: still a code object, so a verdict (0/1/2/5) or
     bad input (3), in bounded time."""
     rng = random.Random(seed)
     lo, hi = _text_range(real_kernel)

@@ -4,10 +4,12 @@ What the machine code does (read off the disassembly at 0x2b54..0x2c00 and 0x3eb
   s65 = 4*head_id*seq_len + (batch_id*BAs >> 6)        (s_mul_i32: 32-bit)
   LSE/D index = (s65 + 4*(lane & 15)) >> 2, buffer_load ... idxen lds, stride 4
   waves 0-1 read LSE, waves 2-3 read D (s_cselect on wave id < 2).
-BHSD/BSHD: BAs = h*s*128*2, so BAs >> 6 = h*s*4 is the right batch term, but the host casts
-BAs to 32 bits: at batch=2, nhead_q=16, seqlen=2^20 BAs = 2^32 wraps to 0 and batch 1 reads
-batch 0's rows.  SBHD: the shortcut is wrong, but the wheel's host only routes SBHD to this
-kernel when batch_stride_q >= stride_q, i.e. batch == 1, so every shape the host sends is fine.
+BHSD/BSHD: BAs = h*s*128*2, so BAs >> 6 = h*s*4 is the right batch term with exact kernel
+arguments, but the kernel's own s_mul_i32 of batch_id by BAs keeps 32 bits: from batch_id 2 at
+8 heads of 2^20 rows it wraps (a kernel overflow).  The host's u32 cast of BAs itself (16 heads
+of 2^20 rows) is a host limit, reported apart.  SBHD: the shortcut is wrong (a kernel bug of
+cause formula), latent under the wheel's host, which routes SBHD here only when
+batch_stride_q >= stride_q, i.e. batch == 1: routed, every shape it sends is fine.
 """
 import json
 import subprocess
@@ -35,8 +37,20 @@ def test_metadata(report):
 
 
 @pytest.mark.parametrize("buffer", ["lse", "d"])
-def test_sbhd_proved_under_host_routing(report, buffer):
-    assert verdicts(report)[(buffer, "sbhd")]["verdict"] == "proved"
+def test_sbhd_is_a_latent_kernel_bug(report, buffer):
+    c = verdicts(report)[(buffer, "sbhd")]
+    assert c["verdict"] == "counterexample" and c["cause"] == "formula"
+    assert c["routing"]["reachable"] is False
+
+
+@pytest.mark.parametrize("buffer", ["lse", "d"])
+def test_sbhd_proved_under_host_routing(real_kernel, buffer):
+    """With the wheel's routing in the domain (--routed), only batch 1 reaches the kernel in
+    SBHD: proved, with a witness at batch 1."""
+    rep = verify(real_kernel, buffers=[buffer], layouts=["sbhd"], properties=["address"], routed=True)
+    c = rep["kernels"][0]["checks"][0]
+    assert c["verdict"] == "proved" and c["witness"]["shape"]["batch"] == 1
+    assert any(l.startswith("routing") for l in c["domain"]["layers"])
 
 
 @pytest.mark.parametrize("buffer,lane_wave", [("lse", 0), ("d", 2)])
@@ -47,25 +61,34 @@ def test_wrap_counterexample(report, buffer, layout, lane_wave):
     x = c["counterexample"]
     sh = x["shape"]
     if x["minimal"]:        # proven minimal (the budget sufficed): exactly the smallest wrap
-        assert sh == {"batch": 2, "nhead_q": 16, "nhead_k": 1, "seqlen_q": 1 << 20,
+        assert sh == {"batch": 3, "nhead_q": 8, "nhead_k": 1, "seqlen_q": 1 << 20,
                       "seqlen_k": 1 << 20, "hdim_q": 128, "hdim_v": 128}
-        assert x["coords"] == {"batch_id": 1, "head_id": 0}
-    # in any case a 32-bit wrap of the host's BAs: Q's batch stride is a multiple of 2^32 bytes
-    assert sh["batch"] == 2 and x["coords"]["batch_id"] == 1
-    assert (sh["nhead_q"] * sh["seqlen_q"] * 128 * 2) >= 1 << 32
-    assert x["kernargs"]["BAs"] == (sh["nhead_q"] * sh["seqlen_q"] * 128 * 2) % (1 << 32)
+        assert x["coords"] == {"batch_id": 2, "head_id": 0}
+    # in any case the kernel's 32-bit batch_id * BAs, with BAs exact (below 2^32)
+    assert sh["batch"] == 3 and x["coords"]["batch_id"] == 2
+    assert x["kernargs"]["BAs"] == sh["nhead_q"] * sh["seqlen_q"] * 128 * 2 < 1 << 32
+    assert x["coords"]["batch_id"] * x["kernargs"]["BAs"] >= 1 << 32
     assert x["address"]["expected"] == x["coords"]["batch_id"] * sh["nhead_q"] * sh["seqlen_q"] * 4 \
         + x["coords"]["head_id"] * sh["seqlen_q"] * 4
     assert x["address"]["extracted"] != x["address"]["expected"]
     assert x["lane"] // 64 == lane_wave         # LSE is read by waves 0-1, D by waves 2-3
-    # an overflow (int mode proves the check), first cause the host's u32 cast of BAs, and the
-    # shape fits in an MI300X with every tensor of the family
+    # an overflow (int mode proves the check) of the kernel's s_mul_i32, reachable through the
+    # host, at a shape that fits in an MI300X with every tensor of the family
     assert c["cause"] == "overflow" and "OVERFLOW" in c["reason"]
     first = c["overflow"][0]
-    assert (first["kind"], first["argument"], first["width"]) == ("argument", "BAs", 32) and first["matters"]
-    assert first["exact"] == sh["nhead_q"] * sh["seqlen_q"] * 128 * 2 and first["machine"] == x["kernargs"]["BAs"]
-    assert first["boundary"] == "nhead_q*seqlen_q >= 2**24"
+    assert first["kind"] == "instruction" and first["instruction"].startswith("s_mul_i32") and first["matters"]
+    assert first["boundary"] == "batch_id*nhead_q*seqlen_q >= 2**24"
+    assert c["routing"]["reachable"] is True
     assert 0 < x["memory_bytes"] <= 192 << 30
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "bshd"])
+def test_host_cast_of_bas_is_a_host_limit(report, layout):
+    lims = [l for l in report["kernels"][0]["host_limits"] if l["argument"] == "BAs" and l["layout"] == layout]
+    assert len(lims) == 1
+    assert lims[0]["boundary"] == "nhead_q*seqlen_q >= 2**24"
+    assert (lims[0]["shape"]["batch"], lims[0]["shape"]["nhead_q"], lims[0]["shape"]["seqlen_q"]) == (1, 16, 1 << 20)
+    assert "codegen" in lims[0]["source"] or "G2" in lims[0]["source"]
 
 
 def test_extracted_formula(report):
@@ -76,11 +99,12 @@ def test_extracted_formula(report):
 def test_cli_json_and_exit_code(real_kernel):
     p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(real_kernel), "--buffer", "lse",
                         "--layout", "sbhd", "--json", "-"], capture_output=True, text=True)
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 5, p.stderr        # a latent counterexample only
     doc = json.loads(p.stdout)
     assert doc["tool"] == "addrsim"
     chk = doc["kernels"][0]["checks"][0]
-    assert set(chk) >= {"buffer", "layout", "verdict", "extracted", "expected", "reason", "counterexample", "time_s"}
+    assert set(chk) >= {"buffer", "layout", "verdict", "extracted", "expected", "reason", "counterexample", "time_s",
+                        "witness", "domain", "routing"}
     p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(real_kernel), "--layout", "bhsd",
                         "--buffer", "lse"],
                        capture_output=True, text=True)

@@ -38,8 +38,12 @@ def scanned(corpus, tmp_path_factory):
 
 def test_exit_code_and_summary(scanned):
     p, _ = scanned
-    assert p.returncode == 1, p.stderr            # a counterexample (lse/bhsd, 32-bit wrap)
-    assert "bwd_hd128_bf16_a16_rtne.co" in p.stdout and "lse:CEX/ok" in p.stdout
+    assert p.returncode == 1, p.stderr            # a reachable counterexample (lse/bhsd, the kernel's 32-bit wrap)
+    # lse/sbhd is the kernel's shortcut bug, latent under the wheel's host (batch_stride_q >= stride_q)
+    assert "bwd_hd128_bf16_a16_rtne.co" in p.stdout and "lse:CEX/CEX" in p.stdout
+    assert "LATENT under aiter-0.1.7.post2.dev18" in p.stdout and "batch_stride_q >= stride_q" in p.stdout
+    assert "1 counterexample (latent)" in p.stdout and "1 counterexample (reachable)" in p.stdout
+    assert "host limits" in p.stdout and "BAs (bhsd): nhead_q*seqlen_q >= 2**24" in p.stdout
     assert "routed from: dtype=bf16,hdim_q=128" in p.stdout
     assert "skipped 1 code object" in p.stdout and "notes.co" in p.stdout
 
@@ -50,7 +54,10 @@ def test_json_report_has_routes(scanned):
     assert k["routes"] == [{"dtype": "bf16", "hdim_q": "128", "hdim_v": "128", "mask": "0", "atomic32": "0",
                             "pssk": "0", "pddv": "0", "mode": "0", "bf16_cvt": "0", "ts_qo": "16", "ts": "192"}]
     got = {(c["buffer"], c["layout"]): c["verdict"] for c in k["checks"]}
-    assert got == {("lse", "bhsd"): "counterexample", ("lse", "sbhd"): "proved"}
+    assert got == {("lse", "bhsd"): "counterexample", ("lse", "sbhd"): "counterexample"}
+    reach = {c["layout"]: c["routing"]["reachable"] for c in k["checks"]}
+    assert reach == {"bhsd": True, "sbhd": False}
+    assert k["host"] == "aiter-0.1.7.post2.dev18" and k["host_limits"]
     assert doc["skipped"][0]["file"].endswith("notes.co")
 
 
@@ -58,7 +65,10 @@ def test_sarif_one_result_per_counterexample(scanned):
     log = json.loads((scanned[1] / "r.sarif").read_text())
     assert log["version"] == "2.1.0"
     res = log["runs"][0]["results"]
-    assert [(r["ruleId"], r["level"]) for r in res] == [("addrsim/lse", "error")]
+    # the reachable counterexample is an error, the latent one a warning that says what masks it
+    assert [(r["ruleId"], r["level"], r["properties"]["finding"]) for r in res] == [
+        ("addrsim/lse", "error", "reachable"), ("addrsim/lse", "warning", "latent")]
+    assert "batch_stride_q >= stride_q" in res[1]["properties"]["masked_by"]
     assert res[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("bwd_hd128_bf16_a16_rtne.co")
 
 
@@ -66,16 +76,18 @@ def test_junit_one_case_per_kernel_buffer_layout(scanned):
     root = ET.parse(scanned[1] / "r.xml").getroot()
     cases = root.findall(".//testcase")
     assert sorted(c.get("name") for c in cases) == ["lse/bhsd", "lse/sbhd"]
-    assert len(root.findall(".//failure")) == 1
+    assert len(root.findall(".//failure")) == 2     # both are kernel counterexamples
 
 
 def test_wheel_input(tmp_path, real_kernel):
     whl = tmp_path / "amd_aiter-0-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w") as z:
         z.write(real_kernel, "aiter_meta/hsa/gfx942/fmha_v3_bwd/" + real_kernel.name)
-    p = scan(whl, "--buffer", "lse", "--layout", "sbhd", "--min-budget", "0")
-    assert p.returncode == 0, p.stdout + p.stderr
+    p = scan(whl, "--buffer", "lse", "--layout", "sbhd", "--min-budget", "0", "--routed")
+    assert p.returncode == 0, p.stdout + p.stderr       # routed: the host sends SBHD only with batch 1
     assert "1 proved" in p.stdout
+    p = scan(whl, "--buffer", "lse", "--layout", "sbhd", "--min-budget", "0")
+    assert p.returncode == 5, p.stdout + p.stderr       # the kernel's own verdict: a latent bug
 
 
 @pytest.mark.parametrize("args,needle", [
