@@ -179,7 +179,7 @@ def _as_routed(c: Check, run) -> Check:
     that reaches a failing shape, else its proof (unreachable when no entry point's domain
     holds a shape)."""
     r = c.routing
-    if r is None or not c.problem or not c.problem.entry_points:
+    if r is None or not c.problem or not c.problem.entry_points or not r.entries:
         return c
     order = sorted(r.entries, key=lambda e: ("counterexample", "unknown", "unsupported", "proved",
                                                "unreachable").index(e.verdict) if e.verdict in (

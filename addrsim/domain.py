@@ -166,8 +166,8 @@ def find_witness(res, decide: Callable, replay: Callable):
             w = replay(case, model)
             if isinstance(w, Witness):
                 return w
-            reasons.append(w)
-            break
+            return w        # a model of the domain that does not replay at the expected offset: never proved
+
     return reasons[0] if reasons else "empty"
 
 
@@ -271,13 +271,25 @@ def _proved_route(res, prob: Problem, entry: str, reaches: Callable) -> EntryRou
 def _masking(res, prob: Problem, entry: str) -> List[str]:
     """The routing conditions of ``entry`` that exclude the kernel's failing case: a minimal
     core of them against (kernel domain, the failing path, the negated claim)."""
-    t, conds, claim = res.failing[0], res.failing[1], res.failing[2]
     named = [(f"{a.text} [{a.source}]", a.expr) for a in prob.routing(entry)]
-    got = core(list(conds) + [X.bnot(claim)], named)
-    if got:
-        return got
+    if res.failing is not None and res.cases:
+        # every failing case must be masked: the kernel domain and (some case's path and its
+        # negated claim), against the routing conditions
+        dom = {id(e) for e in prob.domain}
+        alts = None
+        for case in res.cases:
+            part = X.bnot(case[2])
+            for c in case[1]:
+                if id(c) not in dom:
+                    part = X.band(part, c)
+            alts = part if alts is None else X.bor(alts, part)
+        got = core(list(prob.domain) + [alts], named)
+        if got:
+            return got
     # the solver could not decide the core: name the conditions the counterexample violates
-    shape = dict(res.counterexample.shape) if res.counterexample is not None else {}
+    if res.counterexample is None:
+        return ["(the routing conditions that mask it could not be decided)"]
+    shape = dict(res.counterexample.shape)
     env = dict({v: prob.bounds[v][0] for v in SHAPE_VARS}, **shape)
     env.update({prob.grid["z"].name: res.counterexample.coords.get("batch_id", 0),
                 prob.grid["y"].name: res.counterexample.coords.get("head_id", 0)})
@@ -307,9 +319,17 @@ def host_limits(prob: Problem, decide: Callable, memory_of: Callable) -> List[di
         value, width = prob.exact[name]
         key = X.shash(value)
         if key not in seen:
-            seen[key] = decide(base, a.expr)
+            try:
+                seen[key] = decide(base, a.expr)
+            except Exception as e:      # never hide the kernel's verdicts behind a limit's failure
+                seen[key] = f"internal error: {type(e).__name__}: {e}"
         model = seen[key]
         if model is None:
+            continue
+        if isinstance(model, str):
+            out.append({"argument": name, "layout": prob.layout, "boundary": boundary(value, width, prob),
+                        "exact": a.text.split(" = ", 1)[1].rsplit(" < ", 1)[0], "shape": None,
+                        "memory_bytes": 0, "source": a.source, "undecided": model})
             continue
         shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
         shape.update(prob.fixed)

@@ -125,7 +125,7 @@ def _try_division(n: Expr, ranges, cache) -> Optional[object]:
             divisors.append(m.args[0].args[0])
     if not divisors:
         return None
-    if npts > MAX_POINTS:
+    if npts > MAX_POINTS and len([m for m in X.walk(n) if isinstance(m, Op) and m.op == "f32_rcp"]) == 1:
         r = _per_divisor(n, box, divisors)
         if r is not None:
             return r
@@ -166,7 +166,7 @@ def _try_division(n: Expr, ranges, cache) -> Optional[object]:
 
 
 #: Largest divisor range proved one divisor value at a time (a Z3 query per value and rounding).
-MAX_DIVISORS = 4096
+MAX_DIVISORS = 1024
 PER_DIVISOR_RLIMIT = 5_000_000     # Z3 resource units per query (deterministic)
 
 

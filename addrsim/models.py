@@ -142,7 +142,24 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
             _check_layout(name, lay, f)
             ms.layouts[name] = lay
         ms.files.append(str(f))
+    _check_host_refs(ms)
     return ms
+
+
+def _check_host_refs(ms: ModelSet) -> None:
+    """Every host names contracts that exist, and every routing key of its entry points is a
+    family or "*": a typo there would silently make a bug look latent.  InputError naming
+    the host's file."""
+    contracts = {c.get("name") for c in ms.contracts}
+    families = {f.get("name") for f in ms.families}
+    for h in ms.hosts:
+        f = ms.origin.get(f"host {h['name']}", "<models>")
+        bad = [c for c in h["contracts"] if c not in contracts]
+        _need(not bad, f, f"host {h['name']}: unknown contract(s) {', '.join(bad)}")
+        for ep in h.get("entry_points") or []:
+            badf = [k for k in (ep.get("routing") or {}) if k != "*" and k not in families]
+            _need(not badf, f, f"host {h['name']} entry point {ep['name']}: routing for unknown famil"
+                               f"{'y' if len(badf) == 1 else 'ies'} {', '.join(map(str, badf))}")
 
 
 _SCALAR = (str, int)
@@ -196,6 +213,8 @@ def _check_host(h: dict, f):
     of conditions, each an expression or ``{when, source}``).  InputError naming the file."""
     _need(isinstance(h, dict) and isinstance(h.get("name"), str), f, "each host needs a name")
     name = h["name"]
+    extra = set(h) - {"name", "source", "contracts", "evidence", "entry_points"}
+    _need(not extra, f, f"host {name}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
     _need(isinstance(h.get("contracts"), list) and all(isinstance(c, str) for c in h["contracts"]), f,
           f"host {name}: contracts must list contract names")
     _need(h.get("evidence") is None or (isinstance(h["evidence"], list) and all(isinstance(e, str) for e in h["evidence"])),
@@ -203,8 +222,16 @@ def _check_host(h: dict, f):
     eps = h.get("entry_points") or []
     _need(isinstance(eps, list) and eps, f, f"host {name}: entry_points must be a non-empty list")
     for ep in eps:
-        _need(isinstance(ep, dict) and isinstance(ep.get("name"), str) and isinstance(ep.get("routing") or {}, dict),
+        _need(isinstance(ep, dict) and isinstance(ep.get("name"), str) and isinstance(ep.get("routing"), dict),
               f, f"host {name}: each entry point needs a name and a routing mapping")
+        extra = set(ep) - {"name", "source", "routing"}
+        _need(not extra, f, f"host {name} entry point {ep['name']}: unknown key(s) {', '.join(sorted(map(str, extra)))}")
+        for c in ep["routing"].values():
+            for x in c if isinstance(c, list) else []:
+                if isinstance(x, dict):
+                    extra = set(x) - {"when", "source"}
+                    _need(not extra, f, f"host {name} entry point {ep['name']}: a condition has unknown key(s) "
+                                        f"{', '.join(sorted(map(str, extra)))}")
         for fam, conds in (ep.get("routing") or {}).items():
             _need(isinstance(conds, list) and all(
                 isinstance(c, _SCALAR) or (isinstance(c, dict) and isinstance(c.get("when"), _SCALAR)) for c in conds),
@@ -315,6 +342,7 @@ class Problem:
     entry_points: List[str] = field(default_factory=list)         # the host's entry points that launch this family
     routed: Optional[str] = None        # the entry point whose routing ``domain`` includes (None: none)
     exact: Dict[str, Tuple[Expr, int]] = field(default_factory=dict)  # argument -> (exact 64-bit value, width in bits)
+    exact_unused: set = field(default_factory=set)   # arguments whose exactness is not in ``domain``
 
     def layers(self) -> List[str]:
         """The layers ``domain`` is built from, in order."""
@@ -322,7 +350,16 @@ class Problem:
         return out + ([f"routing ({self.routed})"] if self.routed is not None else [])
 
     def in_domain(self, a: Assumption) -> bool:
+        if a.layer == "exact" and a.text.split(" = ", 1)[0] in self.exact_unused:
+            return False
         return a.layer in KERNEL_LAYERS or (a.layer == "routing" and a.entry == self.routed)
+
+    def restrict_exact(self, used) -> None:
+        """Keep argument exactness only for the kernel arguments in ``used`` (those the checked
+        accesses depend on): the truncation of an argument the address never reads must not
+        shrink the domain (it would hide the address's bugs at those shapes)."""
+        self.exact_unused = {n for n in self.exact if n not in used}
+        self.domain = [a.expr for a in self.assumptions if self.in_domain(a)]
 
     def routing(self, entry: str) -> List[Assumption]:
         return [a for a in self.assumptions if a.layer == "routing" and a.entry == entry]
@@ -375,16 +412,19 @@ def choose_host(ms: ModelSet, kernel: Kernel) -> Tuple[Optional[dict], str]:
     (``--host NAME``) wins; else the hosts with a contract for the argument ABI the metadata
     lists; where several fit (the gfx950 native ABI is shared by the wheel and aiter's 2026
     host), a file named in a host's ``evidence`` beside the code object decides, else the
-    last-declared host.  (None, why) when the models declare no host.  Raises InputError for
+    first host in model order (later model files first).  (None, why) when the models declare no host.  Raises InputError for
     an unknown ``--host``."""
-    if not ms.hosts:
-        return None, "the models declare no host"
     if ms.host_override is not None:
         for h in ms.hosts:
             if h["name"] == ms.host_override:
+                if choose_contract(ms, kernel, h) is None:
+                    raise InputError("--host", f"host {h['name']} has no argument contract for kernel "
+                                               f"{kernel.symbol}'s arguments")
                 return h, "--host"
         raise InputError("--host", f"unknown host {ms.host_override!r} "
-                                   f"(models define: {', '.join(h['name'] for h in ms.hosts)})")
+                                   f"(models define: {', '.join(h['name'] for h in ms.hosts) or 'none'})")
+    if not ms.hosts:
+        return None, "the models declare no host"
     first = choose_contract(ms, kernel)
     if first is not None and not any(first.get("name") in (h.get("contracts") or []) for h in ms.hosts):
         return None, f"contract {first.get('name')} of the models belongs to no host: routing unknown"

@@ -221,7 +221,11 @@ def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
     for acc in ex.accesses:
         if ptr not in acc.first or ptr not in X.symbols(acc.base):
             continue               # only the first access of the buffer on each path is checked
-        cases = leaves(acc.address)
+        try:
+            cases = leaves(acc.address)
+        except CaseSplitCap as e:  # not checked: check() makes the verdict unknown
+            ex.__dict__.setdefault("_capped", {}).setdefault(ptr, f"access at {acc.instr.addr:#x}: {e}")
+            continue
         for assign, repl in cases:
             memo = {}
             base = replace(acc.base, repl, memo)
@@ -279,11 +283,11 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     prob = build_problem(ms, kernel, layout, lane, bounds, arch, memory_gib, routed)
     res.problem = prob
     res.expected = prob.expected_text.get(buffer, "")
-    try:
-        tg = targets_for(ex, ptr)
-    except CaseSplitCap as e:
+    tg = targets_for(ex, ptr)
+    capped = ex.__dict__.get("_capped", {}).get(ptr)
+    if capped:
         res.time_s = round(time.time() - t0, 3)
-        res.verdict, res.reason = "unknown", str(e)
+        res.verdict, res.reason = "unknown", capped
         return res
     bad_ends = [e for e in ex.ends if e.reason in ("unsupported", "budget") and ptr not in e.reached]
     back_ends = [e for e in ex.ends if e.reason == "backedge" and ptr not in e.reached]
@@ -333,6 +337,14 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         expected = prob.extent[buffer]
         if any(opaque_in(t.access.in_range) for t in tg):
             return done("unsupported", "the V# range check depends on values addrsim does not model")
+    if not _in_loop(code, ex, ptr):
+        # exactness of the arguments this buffer's addresses and paths read, not of the others
+        used = set()
+        for t in tg:
+            used |= set(X.symbols(t.address)) | set(X.symbols(t.access.in_range))
+            for c in t.conds:
+                used |= set(X.symbols(c))
+        prob.restrict_exact(used)
     env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == 'ptr' for s in X.symbols(v).values())}
     env.update(prob.arrays)      # pointer arguments that hold a sequence-start array
     undeclared = sorted({n.args[0].name for t in tg for n in X.walk(t.address)
@@ -434,6 +446,14 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
                                         if verdict == "unknown" else ""))
         res.loops = True
     return done("proved")
+
+
+def _in_loop(code, ex, ptr) -> bool:
+    """Whether some loop of the kernel accesses the buffer at ``ptr`` (its later iterations may
+    read any argument: every exactness assumption is then kept)."""
+    from .loops import loops_of
+    pcs = [a.instr.addr for a in ex.accesses if ptr in X.symbols(a.base)]
+    return any(head <= pc <= end for head, end in loops_of(code) for pc in pcs)
 
 
 def _loop_check(kernel, arch, code, ex, ms, prob, ptr, env, expected, zero_ids, ranges, timeout_ms, deadline,
@@ -1166,8 +1186,8 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         except ReplayBudget as e:
             if a is None:
                 return f"not replayed: {e}"
-            if want_equal:
-                return _witness_unreplayed(prob, model, shape, ids, lane, a, a00, expected, str(e))
+            if want_equal:      # a proof needs a replayed witness
+                return f"witness not replayed: {e} (a loop runs before the access)"
             return _unreplayed(prob, model, shape, env, ids, argvals, ptrs, lane, t, a, a00, expected,
                                f"not replayed: {e} (a loop runs before the access); offsets evaluated "
                                f"on the extracted semantics")
@@ -1202,26 +1222,6 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
                           t.access.instr.addr, True, arrays)
 
 
-def _witness_unreplayed(prob, model, shape, ids, lane, a, a00, expected, why):
-    """A witness whose concrete replay is out of budget (a loop runs before the access): the
-    offset from evaluating the extracted address, which must equal the expected one."""
-    from .domain import Witness
-    grid = prob.grid
-    menv = _env([a, a00] + ([expected] if expected is not None else []), model)
-    try:
-        got = (X.evaluate(a, menv) - X.evaluate(a00, menv)) & X.mask(64)
-        exp = got if expected is None else X.evaluate(expected, menv)
-    except KeyError as e:
-        return f"witness could not be evaluated (no value for {e})"
-    if got != exp:
-        return f"witness offset {got} differs from the expected {exp} (engine bug)"
-    if prob.mode != "group":
-        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
-    return Witness(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
-                           grid["x"].name: ids[grid["x"].name]}, lane, got,
-                   f"not replayed: {why} (a loop runs before the access); offset evaluated on the extracted semantics")
-
-
 def witness_tools(kernel, arch, code, ms, res, timeout_ms: int, min_budget_s: Optional[float],
                   cache: Optional[dict] = None):
     """The (decide, replay) pair :func:`addrsim.domain.settle` needs for check ``res``.
@@ -1234,7 +1234,7 @@ def witness_tools(kernel, arch, code, ms, res, timeout_ms: int, min_budget_s: Op
 
     def qkey(tag, conds, claim=None):
         hm: dict = {}
-        return (tag, res.prop, X.shash(claim, hm) if claim is not None else 0) + \
+        return (tag, arch, res.prop, X.shash(claim, hm) if claim is not None else 0) + \
             tuple(sorted(X.shash(c, hm) for c in conds))
 
     def decide(conds):
@@ -1273,9 +1273,9 @@ def limit_tools(prob: Problem, timeout_ms: int, min_budget_s: Optional[float]):
     ranges = _ranges(prob)
 
     def decide(conds, claim):
-        v, model, _, _, _ = _decide(conds, claim, ranges, timeout_ms, prob,
-                                    MIN_BUDGET_S if min_budget_s is None else min_budget_s, "bv")
-        return model if v == "refuted" else None
+        v, model, why, _, _ = _decide(conds, claim, ranges, timeout_ms, prob,
+                                      MIN_BUDGET_S if min_budget_s is None else min_budget_s, "bv")
+        return model if v == "refuted" else (None if v == "proved" else f"undecided: {why}")
 
     def memory_of(shape):
         return _memory_needed(prob, Counterexample(shape, {}, {}, 0, 0, 0, 0))

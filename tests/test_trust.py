@@ -158,3 +158,28 @@ def test_model_typo_is_bad_input(tmp_path, real_kernel):
     assert out.returncode == 3
     err = out.stderr.strip()
     assert err.count("\n") == 0 and str(bad) in err and "buffers.lse.expected" in err and "nhead_qq" in err
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("hosts:\n  - {name: h, contracts: [aiter-wheel-v3], entry_points: [{name: e, routing: {v3-a16-direct-dqq: []}}]}\n",
+     "unknown family v3-a16-direct-dqq"),
+    ("hosts:\n  - {name: h, contracts: [aiter-wheel-v33], entry_points: [{name: e, routing: {'*': []}}]}\n",
+     "unknown contract(s) aiter-wheel-v33"),
+    ("hosts:\n  - {name: h, contracts: [aiter-wheel-v3], entry_points: [{name: e, routng: {'*': []}}]}\n",
+     "routing mapping"),
+])
+def test_host_model_typo_is_bad_input(tmp_path, real_kernel, text, needle):
+    """A typo in a host model would make every bug look latent: it is bad input instead."""
+    bad = tmp_path / "host.yaml"
+    bad.write_text(text)
+    out = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(real_kernel), "--model", str(bad),
+                          "--buffer", "lse", "--layout", "sbhd", "--check", "address"], capture_output=True, text=True)
+    assert out.returncode == 3 and needle in out.stderr and str(bad) in out.stderr, out.stderr
+
+
+def test_unknown_or_unfit_host_is_bad_input(real_kernel):
+    for host, needle in (("aiter-nope", "unknown host"), ("aiter-e4048607", "no argument contract")):
+        out = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(real_kernel), "--host", host,
+                              "--buffer", "lse", "--layout", "sbhd", "--check", "address"],
+                             capture_output=True, text=True)
+        assert out.returncode == 3 and needle in out.stderr, out.stderr
