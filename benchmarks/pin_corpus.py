@@ -4,8 +4,10 @@
     python3 benchmarks/pin_corpus.py scan.json tests/data/corpus_verdicts.json
 
 The data file maps "arch/file.co" to {"family": name, "verdicts": {"buffer/layout": verdict}},
-grouped by kernel family, plus the scan settings it was made with.  tests/test_corpus.py
-rescans one kernel per family (all of them with ADDRSIM_FULL_CORPUS=1) and compares.
+grouped by kernel family, plus the scan settings it was made with.  A scan of some kernels
+updates their entries and keeps the others.  tests/test_corpus.py rescans the CI short list
+(all of them with ADDRSIM_CORPUS=pinned) and compares; entries pinned before issue 12 (no
+``semantics`` tag: verdicts under routing, host casts as counterexamples) are skipped.
 """
 import json
 import sys
@@ -13,6 +15,10 @@ from pathlib import Path
 
 from addrsim import codeobj
 from addrsim.models import choose_family, load_models
+
+#: what a verdict means in the pinned data: since issue 12 the kernel's own verdict (no routing,
+#: exact kernel arguments), with routing reported beside it
+SEMANTICS = "kernel-verdict"
 
 
 def main():
@@ -25,10 +31,16 @@ def main():
         kern = next(x for x in co.kernels if x.symbol == k["kernel"])
         fam = choose_family(ms, kern, co.arch)["name"]
         key = f"{k['arch']}/{Path(k['file']).name}"
-        out[key] = {"family": fam, "verdicts": {f"{c['buffer']}/{c['layout']}": c["verdict"] for c in k["checks"]},
+        out[key] = {"family": fam, "semantics": SEMANTICS,
+                    "verdicts": {f"{c['buffer']}/{c['layout']}": c["verdict"] for c in k["checks"]},
                     "causes": {f"{c['buffer']}/{c['layout']}": c.get("cause") for c in k["checks"]
-                               if c["verdict"] == "counterexample"}}
+                               if c["verdict"] == "counterexample"},
+                    "latent": sorted(f"{c['buffer']}/{c['layout']}" for c in k["checks"]
+                                     if c["verdict"] == "counterexample"
+                                     and (c.get("routing") or {}).get("reachable") is False)}
     old = json.loads(Path(dst).read_text()) if Path(dst).exists() else {}
+    # kernels this scan did not cover keep their entry (and its semantics tag)
+    out = dict(old.get("kernels", {}), **out)
     pinned = {"source": "amd-aiter 0.1.7.post2.dev18 wheel, aiter_meta/hsa/*/fmha_v3_bwd/*.co",
               "note": old.get("note", ""),
               "settings": {"timeout_ms": 3000, "min_budget_s": 1.0, "check_budget_s": 10.0, "arith": "bv",
