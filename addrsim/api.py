@@ -30,7 +30,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
            min_budget_s: Optional[float] = None, check_budget_s: Optional[float] = None,
            arith: str = "bv", memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
            properties: Sequence[str] = DEFAULT_PROPERTIES, like=None,
-           checks_out: Optional[list] = None, host: Optional[str] = None, routed: bool = False) -> dict:
+           checks_out: Optional[list] = None, host: Optional[str] = None, routed: bool = False,
+           require_buffers: bool = True) -> dict:
     """Check every kernel of the code object or assembly listing at ``path``.
 
     A listing (llvm-objdump ``-d`` text, edited or not, or llvm-mc assembly) takes its
@@ -47,7 +48,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     tensor's allocation and the V#'s num_records).
 
     ``buffers`` None means every buffer of the models whose pointer argument the kernel has;
-    named buffers must all exist in every kernel.
+    named buffers must all exist in every kernel (``require_buffers`` False: a kernel without
+    one is not checked for it, as a corpus scan wants).
     ``checks_out``: when given, each (kernel symbol, :class:`addrsim.prove.Check`) is
     appended to it (the Check keeps the sympy offsets that :mod:`addrsim.diff` compares).
     ``host``: the host model by name (default: chosen by the argument ABI, see
@@ -71,7 +73,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     if host is not None:
         from dataclasses import replace as _r
         ms = _r(ms, host_override=host)
-    explicit = buffers is not None
+    explicit = buffers is not None and require_buffers
     buffers = list(buffers) if buffers is not None else list(ms.buffers)
     for b in buffers:
         if b not in ms.buffers:

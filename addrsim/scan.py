@@ -161,7 +161,7 @@ def _scan_one(path, buffers, layouts):
     try:
         return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], timeout_ms=w["timeout_ms"],
                       cache=w["cache"], min_budget_s=w["min_budget_s"], check_budget_s=w["check_budget_s"],
-                      like=like, **opts)
+                      like=like, require_buffers=False, **opts)
     except InputError as e:
         return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
 
