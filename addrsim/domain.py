@@ -27,7 +27,7 @@ import z3
 
 from . import expr as X
 from .expr import Const, Expr
-from .models import KERNEL_LAYERS, SHAPE_VARS, Assumption, Problem
+from .models import SHAPE_VARS, Assumption, Problem
 from .smt import holds_bv
 
 CORE_RLIMIT = 20_000_000       # Z3 resource units per core query (deterministic)
@@ -155,7 +155,7 @@ def find_witness(res, decide: Callable, replay: Callable):
     prefs = [[X.ule(one, bid), X.ule(one, hid)], [X.ule(one, bid)], [X.ule(one, hid)], []]
     reasons = []
     for case in res.cases:
-        t, conds = case[0], case[1]
+        conds = case[1]
         for extra in prefs:
             model = decide(list(conds) + extra)
             if model is None:
@@ -175,7 +175,10 @@ def settle(res, decide: Callable, replay: Callable):
     """Make the proved check ``res`` final: attach a witness, or turn it into "unreachable"
     (no shape of the domain reaches the access, ``res.unreachable`` names why) or "unknown"
     (the witness did not replay).  Other verdicts are returned unchanged."""
-    if res.verdict != "proved" or res.problem is None:
+    if res.verdict != "proved":
+        return res
+    if res.problem is None or not res.cases:     # nothing to witness: never a bare "proved"
+        res.verdict, res.reason = "unknown", "proof without a witness: no decided access"
         return res
     w = find_witness(res, decide, replay)
     if isinstance(w, Witness):
@@ -331,10 +334,7 @@ def host_limits(prob: Problem, decide: Callable, memory_of: Callable) -> List[di
                         "exact": a.text.split(" = ", 1)[1].rsplit(" < ", 1)[0], "shape": None,
                         "memory_bytes": 0, "source": a.source, "undecided": model})
             continue
-        shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
-        shape.update(prob.fixed)
-        if prob.mode != "group":
-            shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+        shape = prob.shape_of(model)
         out.append({"argument": name, "layout": prob.layout, "boundary": boundary(value, width, prob),
                     "exact": a.text.split(" = ", 1)[1].rsplit(" < ", 1)[0],
                     "shape": shape, "memory_bytes": memory_of(shape), "source": a.source})

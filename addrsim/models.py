@@ -344,6 +344,16 @@ class Problem:
     exact: Dict[str, Tuple[Expr, int]] = field(default_factory=dict)  # argument -> (exact 64-bit value, width in bits)
     exact_unused: set = field(default_factory=set)   # arguments whose exactness is not in ``domain``
 
+    def shape_of(self, model: Dict[str, int]) -> Dict[str, int]:
+        """The shape of a solver model as reported: every shape variable (its lower bound
+        where the model has none), the family's fixed sizes, and the group-mode totals only in
+        group mode."""
+        shape = {v: model.get(v, self.bounds[v][0]) for v in SHAPE_VARS}
+        shape.update(self.fixed)
+        if self.mode != "group":
+            shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+        return shape
+
     def layers(self) -> List[str]:
         """The layers ``domain`` is built from, in order."""
         out = [x for x in KERNEL_LAYERS if any(a.layer == x for a in self.assumptions)]

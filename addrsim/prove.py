@@ -370,8 +370,7 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
         res.cases.append((t, conds, claim, a, a00))
-        hm: dict = {}
-        key = (arith, prop, X.shash(claim, hm)) + tuple(sorted(X.shash(c, hm) for c in conds))
+        key = query_key((arith, prop), claim, conds)
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -448,6 +447,13 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     return done("proved")
 
 
+def query_key(tag: tuple, claim: Expr, conds: List[Expr]) -> tuple:
+    """Structural key of a query (``tag``, the claim, the conditions in any order): the key of
+    the cache of decided queries, shared by sibling kernels."""
+    hm: dict = {}
+    return tag + (X.shash(claim, hm),) + tuple(sorted(X.shash(c, hm) for c in conds))
+
+
 def _in_loop(code, ex, ptr) -> bool:
     """Whether some loop of the kernel accesses the buffer at ``ptr`` (its later iterations may
     read any argument: every exactness assumption is then kept)."""
@@ -484,8 +490,7 @@ def _loop_check(kernel, arch, code, ex, ms, prob, ptr, env, expected, zero_ids, 
                     conds, claim, what, pc = ob[:4]
                     conds = conds + list(prob.domain)
                     conds += array_facts(conds + [claim], prob)
-                    hm: dict = {}
-                    key = ("loop", arith, X.shash(claim, hm)) + tuple(sorted(X.shash(c, hm) for c in conds))
+                    key = query_key(("loop", arith), claim, conds)
                     hit = cache.get(key) if cache is not None else None
                     if hit is None:
                         left_ms = int((deadline - time.time()) * 1000)
@@ -670,10 +675,7 @@ def _bounds_counterexample(kernel, arch, code, ms, prob, t, model, a, env, ptr, 
     inside = int(0 <= off and off + t.access.size <= ext)
     if in_r and inside:
         return "solver model does not violate the bounds claim when evaluated (engine bug)"
-    shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
-    shape.update(prob.fixed)
-    if prob.mode != "group":
-        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+    shape = prob.shape_of(model)
     ids = {s.name: model.get(s.name, 0) for s in grid.values()}
     args = {k: X.evaluate(e, menv) for k, e in prob.kernargs.items()
             if not any(s.kind == "ptr" for s in X.symbols(e).values()) and all(n in menv for n in X.symbols(e))}
@@ -733,10 +735,7 @@ def _ideal_counterexample(prob, model, t, a, a00, expected, exprs):
         return f"counterexample could not be evaluated (no value for {e})"
     if got == exp:
         return "int-mode solver model does not violate the claim when evaluated (engine bug)"
-    shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
-    shape.update(prob.fixed)
-    if prob.mode != "group":
-        shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
+    shape = prob.shape_of(model)
     args = {k: X.evaluate(e, menv) for k, e in prob.kernargs.items()
             if not any(s.kind == "ptr" for s in X.symbols(e).values()) and all(n in menv for n in X.symbols(e))}
     arrays = {k[:-2]: {off // 4: v for off, v in sorted(d.items())} for k, d in model.items() if k.endswith("[]")}
@@ -1206,9 +1205,7 @@ def replay(kernel, arch, code, ms, prob: Problem, t: Target, model, a, a00, expe
         if got != exp:
             return f"witness did not replay: concrete offset {got}, expected {exp} at {shape} (engine bug)"
         from .domain import Witness
-        if prob.mode != "group":
-            shape = {k: v for k, v in shape.items() if k not in ("total_q", "total_k")}
-        return Witness(shape, {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
+        return Witness(prob.shape_of(model), {"batch_id": ids[grid["z"].name], "head_id": ids[grid["y"].name],
                                grid["x"].name: ids[grid["x"].name]}, lane, got)
     if got == exp:
         return (f"solver counterexample did not replay: concrete offset {got} equals expected "
@@ -1233,9 +1230,7 @@ def witness_tools(kernel, arch, code, ms, res, timeout_ms: int, min_budget_s: Op
     expected = prob.expected.get(res.buffer) if res.prop == "address" else None
 
     def qkey(tag, conds, claim=None):
-        hm: dict = {}
-        return (tag, arch, res.prop, X.shash(claim, hm) if claim is not None else 0) + \
-            tuple(sorted(X.shash(c, hm) for c in conds))
+        return query_key((tag, arch, res.prop), claim if claim is not None else Const(1, 1), conds)
 
     def decide(conds):
         key = qkey("witness-model", conds)

@@ -107,7 +107,7 @@ def small_co(tmp_path_factory) -> Path:
     """examples/lsed_abi_fix.s assembled for gfx942, with a 4 KiB filler key in its metadata."""
     mc, ld = shutil.which("llvm-mc-22"), shutil.which("ld.lld-22")
     if not (mc and ld):
-        pytest.skip("llvm-mc-22 and ld.lld-22 are needed (apt-get install llvm-22 lld-22)")
+        pytest.fail("llvm-mc-22 and ld.lld-22 are needed (apt-get install llvm-22 lld-22; .ci/run installs them)")
     d = tmp_path_factory.mktemp("fuzzseed")
     src = (ROOT / "examples" / "lsed_abi_fix.s").read_text()
     src = src.replace("amdhsa.version: [ 1, 2 ]", f"amdhsa.version: [ 1, 2 ]\n{PAD_KEY}: '" + "x" * 4096 + "'")
