@@ -1,3 +1,3 @@
-from .cli import entry
+from addrsim.commands.cli import entry
 
 entry()

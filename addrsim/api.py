@@ -9,15 +9,15 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from . import __version__
-from .codeobj import SUPPORTED_ARCHS
-from .listing import load_source
-from .errors import InputError
-from .explore import explore
-from .models import ModelSet, buffer_pointer, build_problem, check_bounds, load_models
-from .prove import Check, check, initial_machine, limit_tools, pointers_in, witness_tools
-from .domain import domain_json, host_limits, route, settle
-from .expr import Sym
+from addrsim import __version__
+from addrsim.loader.codeobj import SUPPORTED_ARCHS
+from addrsim.loader.listing import load_source
+from addrsim.errors import InputError
+from addrsim.engine.explore import explore
+from addrsim.model.models import ModelSet, buffer_pointer, build_problem, check_bounds, load_models
+from addrsim.prove.check import Check, check, initial_machine, limit_tools, pointers_in, witness_tools
+from addrsim.prove.domain import domain_json, host_limits, route, settle
+from addrsim.ir.expr import Sym
 
 DEFAULT_BUFFERS = ("lse", "d")
 DEFAULT_LAYOUTS = ("bhsd", "bshd", "sbhd")
@@ -36,11 +36,11 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
 
     A listing (llvm-objdump ``-d`` text, edited or not, or llvm-mc assembly) takes its
     metadata and kernel descriptors from the code object ``like``, or from its own
-    ``.amdhsa_kernel``/``.amdgpu_metadata`` directives (:mod:`addrsim.listing`).
+    ``.amdhsa_kernel``/``.amdgpu_metadata`` directives (:mod:`addrsim.loader.listing`).
 
     ``arith``: "bv" (hardware arithmetic, the default; counterexamples that int mode proves
     are reported as overflows with the instruction that wraps) or "int" (unbounded
-    integers); see :mod:`addrsim.arith`.  ``memory_gib`` overrides the device memory (GiB)
+    integers); see :mod:`addrsim.backends.arith`.  ``memory_gib`` overrides the device memory (GiB)
     that limits the shapes (default: the model's capacity of the code object's
     architecture).  ``smt_dir``: directory where each undecided obligation is written as
     SMT-LIB2 (None: not written).  ``properties``: "address" (each buffer's (batch, head)
@@ -50,10 +50,10 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     ``buffers`` None means every buffer of the models whose pointer argument the kernel has;
     named buffers must all exist in every kernel (``require_buffers`` False: a kernel without
     one is not checked for it, as a corpus scan wants).
-    ``checks_out``: when given, each (kernel symbol, :class:`addrsim.prove.Check`) is
-    appended to it (the Check keeps the sympy offsets that :mod:`addrsim.diff` compares).
+    ``checks_out``: when given, each (kernel symbol, :class:`addrsim.prove.check.Check`) is
+    appended to it (the Check keeps the sympy offsets that :mod:`addrsim.commands.diff` compares).
     ``host``: the host model by name (default: chosen by the argument ABI, see
-    :func:`addrsim.models.choose_host`).  ``verdict`` is the kernel's, decided without
+    :func:`addrsim.model.models.choose_host`).  ``verdict`` is the kernel's, decided without
     routing over shapes whose arguments are exact; ``routing`` says whether the host's entry
     points send a failing shape to the kernel.  ``routed``: make ``verdict`` the routed one
     (every layer, routing included).
@@ -172,7 +172,7 @@ def _check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
     if c.smt2:
         out["smt2"] = c.smt2
     if c.verdict == "proved" and c.prop == "address":
-        out["all_iterations"] = c.loops    # every iteration of the loops that access it (addrsim.loops)
+        out["all_iterations"] = c.loops    # every iteration of the loops that access it (addrsim.engine.loops)
     return out
 
 

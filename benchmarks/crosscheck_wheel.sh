@@ -2,7 +2,7 @@
 # Plans of the GPU cross-check for the wheel's kernels with LSE/D counterexamples, and a few
 # proved ones: one `addrsim crosscheck --plan-out` per kernel, merged into one plan.
 #   benchmarks/crosscheck_wheel.sh HSA_DIR OUT_PLAN.json     (HSA_DIR = .../aiter_meta/hsa)
-# Then, on the GPU machine: python3 -m addrsim.crossrun OUT_PLAN.json --backend triton --json R.json
+# Then, on the GPU machine: python3 -m addrsim.gpu.crossrun OUT_PLAN.json --backend triton --json R.json
 set -euo pipefail
 HSA=$1; OUT=$2; TMP=$(mktemp -d)
 cd "$HSA"

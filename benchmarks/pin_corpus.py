@@ -13,8 +13,8 @@ import json
 import sys
 from pathlib import Path
 
-from addrsim import codeobj
-from addrsim.models import choose_family, load_models
+from addrsim.loader import codeobj
+from addrsim.model.models import choose_family, load_models
 
 #: what a verdict means in the pinned data: since issue 12 the kernel's own verdict (no routing,
 #: exact kernel arguments), with routing reported beside it

@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from addrsim.diff import diff  # noqa: E402
+from addrsim.commands.diff import diff  # noqa: E402
 
 
 def main():

@@ -16,9 +16,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from addrsim.disasm import find_objdump
-from addrsim.models import load_models
-from addrsim.scan import collect
+from addrsim.loader.disasm import find_objdump
+from addrsim.model.models import load_models
+from addrsim.commands.scan import collect
 
 
 def main():

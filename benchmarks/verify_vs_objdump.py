@@ -8,7 +8,7 @@ import sys
 import time
 
 from addrsim.api import verify
-from addrsim.disasm import find_objdump
+from addrsim.loader.disasm import find_objdump
 
 
 def main():

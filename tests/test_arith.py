@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 import z3
 
-from addrsim import expr as X
+from addrsim.ir import expr as X
 from addrsim.api import verify
-from addrsim.arith import ideal_eval, ideal_evaluate, kept_wraps
-from addrsim.expr import Const, Sym
+from addrsim.backends.arith import ideal_eval, ideal_evaluate, kept_wraps
+from addrsim.ir.expr import Const, Sym
 
 from test_examples import MODEL, build
 

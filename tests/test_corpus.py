@@ -82,8 +82,8 @@ def test_ci_kernels_are_pinned_under_kernel_verdicts():
 def test_pinned_kernels_cover_every_family(corpus):
     """The pinned data has one kernel of every (architecture, kernel family) of the corpus."""
     import glob
-    from addrsim import codeobj
-    from addrsim.models import choose_family, load_models
+    from addrsim.loader import codeobj
+    from addrsim.model.models import choose_family, load_models
     ms = load_models()
     fams = set()
     files = glob.glob(str(corpus / "*" / "fmha_v3_bwd" / "*.co"))

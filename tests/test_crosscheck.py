@@ -1,5 +1,5 @@
-"""The GPU cross-check (addrsim.crosscheck, addrsim.crossrun) on the CPU, and the reproduction
-script (addrsim.repro).
+"""The GPU cross-check (addrsim.commands.crosscheck, addrsim.gpu.crossrun) on the CPU, and the reproduction
+script (addrsim.commands.repro).
 
 The synthetic buggy kernel is examples/lsed_bas_shortcut.s ((batch_id*BAs_q) >> 6: wrong
 for SBHD), the fixed one examples/lsed_abi_fix.s (pattern A).  With the domain bounded so
@@ -17,8 +17,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from addrsim.crossrun import TOL, gather, run_case, run_plan  # noqa: E402
-from addrsim.repro import script  # noqa: E402
+from addrsim.gpu.crossrun import TOL, gather, run_case, run_plan  # noqa: E402
+from addrsim.commands.repro import script  # noqa: E402
 
 PLAN = Path(__file__).resolve().parent / "data" / "crosscheck_small_plan.json"
 BOUNDS = ["--bound", "nhead_q=1:8", "--bound", "nhead_k=1:8", "--bound", "seqlen_q=1:4096",
@@ -176,7 +176,7 @@ def test_committed_gpu_results_follow_the_schema():
 def test_crossrun_refuses_bad_plans(tmp_path, plan, code, words):
     f = tmp_path / "plan.json"
     f.write_text(json.dumps(plan))
-    p = subprocess.run([sys.executable, "-m", "addrsim.crossrun", str(f), "--backend", "torch"],
+    p = subprocess.run([sys.executable, "-m", "addrsim.gpu.crossrun", str(f), "--backend", "torch"],
                        capture_output=True, text=True)
     assert p.returncode == code and p.stderr.count("\n") == 1 and words in p.stderr, p.stderr
     assert "Traceback" not in p.stderr
@@ -187,7 +187,7 @@ def test_crossrun_refuses_a_plan_with_a_missing_offset(tmp_path, small_plan):
     del bad["cases"][3]["offsets"]["d"]
     f = tmp_path / "plan.json"
     f.write_text(json.dumps(bad))
-    p = subprocess.run([sys.executable, "-m", "addrsim.crossrun", str(f), "--backend", "torch"],
+    p = subprocess.run([sys.executable, "-m", "addrsim.gpu.crossrun", str(f), "--backend", "torch"],
                        capture_output=True, text=True)
     assert p.returncode == 3 and "case 3: no offsets for d" in p.stderr
 

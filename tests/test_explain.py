@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from addrsim.explain import explain
+from addrsim.report.explain import explain
 
 from test_examples import MODEL, build
 

@@ -29,10 +29,13 @@ import yaml
 from hypothesis import HealthCheck, assume, example, given, settings
 from hypothesis import strategies as st
 
-from addrsim import codeobj, disasm, modelexpr, models
+from addrsim.loader import codeobj
+from addrsim.loader import disasm
+from addrsim.model import parse as modelexpr
+from addrsim.model import models
 from addrsim.errors import InputError
-from addrsim.expr import Expr, Sym
-from addrsim.models import ModelSet, load_models
+from addrsim.ir.expr import Expr, Sym
+from addrsim.model.models import ModelSet, load_models
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = int(os.environ.get("ADDRSIM_FUZZ_EXAMPLES", "0"))

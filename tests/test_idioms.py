@@ -1,7 +1,7 @@
-"""The exhaustive proof of float-reciprocal division (addrsim.idioms)."""
-from addrsim import expr as X
-from addrsim.expr import Const, Sym
-from addrsim.idioms import exact_divisions
+"""The exhaustive proof of float-reciprocal division (addrsim.prove.idioms)."""
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Sym
+from addrsim.prove.idioms import exact_divisions
 
 C = lambda v: Const(v, 32)  # noqa: E731
 D, H = Sym("ratio", 32), Sym("head_id", 32, "id")

@@ -1,4 +1,4 @@
-"""Assembly listings as input (addrsim.listing) and `addrsim diff` (addrsim.diff).
+"""Assembly listings as input (addrsim.loader.listing) and `addrsim diff` (addrsim.commands.diff).
 
 The engineers' loop: disassemble a kernel, patch a few scalar instructions, prove the patch
 before the slow rebuild, and see what it changed."""
@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from addrsim.api import verify
-from addrsim.diff import classify, diff, diff_status
-from addrsim.disasm import disassemble
+from addrsim.commands.diff import classify, diff, diff_status
+from addrsim.loader.disasm import disassemble
 from addrsim.errors import InputError
-from addrsim.explain import explain
-from addrsim.listing import load_source
+from addrsim.report.explain import explain
+from addrsim.loader.listing import load_source
 
 from test_examples import EX, MODEL, build
 

@@ -37,11 +37,11 @@ def test_head_dependent_step_is_refuted_in_iteration_2(tmp_path, layout):
 
 def test_first_iteration_alone_would_pass(tmp_path):
     """Without the loop check the bug is invisible: iteration 1 is right for every head."""
-    from addrsim import codeobj
-    from addrsim.disasm import disassemble
-    from addrsim.explore import explore
-    from addrsim.models import load_models
-    from addrsim.prove import check, initial_machine, pointers_in
+    from addrsim.loader import codeobj
+    from addrsim.loader.disasm import disassemble
+    from addrsim.engine.explore import explore
+    from addrsim.model.models import load_models
+    from addrsim.prove.check import check, initial_machine, pointers_in
     co_path = build("lse_loop_head_step", tmp_path)
     co = codeobj.load(co_path)
     k = co.kernels[0]

@@ -1,4 +1,4 @@
-"""SARIF 2.1.0 and JUnit XML output (addrsim.reports) on hand-made reports.
+"""SARIF 2.1.0 and JUnit XML output (addrsim.report.formats) on hand-made reports.
 
 tests/data/sarif-schema-2.1.0.json is the OASIS SARIF 2.1.0 (Errata 01) JSON schema
 ("id": https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json,
@@ -13,7 +13,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from addrsim.reports import to_junit, to_sarif, write_junit, write_sarif
+from addrsim.report.formats import to_junit, to_sarif, write_junit, write_sarif
 
 SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
 FILE = "/opt/kernels/bwd_hd128_bf16_a16_rtne.co"

@@ -2,9 +2,9 @@
 reference written with Python integers and explicit 32-bit masking (CDNA3 ISA guide)."""
 from hypothesis import given, settings, strategies as st
 
-from addrsim import semantics as S
-from addrsim.expr import Const, Sym
-from addrsim import expr as X
+from addrsim.isa import semantics as S
+from addrsim.ir.expr import Const, Sym
+from addrsim.ir import expr as X
 
 M32 = 0xFFFFFFFF
 u32 = st.integers(0, M32)

@@ -4,7 +4,7 @@ import sys
 from pathlib import Path
 
 from addrsim.api import verify
-from addrsim.models import layout_strides, load_models
+from addrsim.model.models import layout_strides, load_models
 
 from test_examples import EX, MODEL, build
 

@@ -1,0 +1,298 @@
+"""`addrsim crosscheck`: run the verdicts on real attention gradients.
+
+For one kernel and its LSE/D buffers, per layout:
+
+1. **Cases.**  The verdicts of :func:`addrsim.api.verify` give the counterexample shapes
+   (predicted to fail); control shapes are made on both sides of every reported boundary by
+   setting batch to 1 and by halving seqlen (and nhead) of each counterexample until the
+   prover calls the shape right; a proved layout gets small shapes.  Every case's prediction
+   is the prover's verdict *at that exact shape* (``--bound`` fixed to it): "fail" when some
+   (batch_id, head_id) of the LSE or D buffer is refuted, "pass" when both are proved.
+   Shapes outside the kernel's domain (bounds, traits, exact arguments, memory) are not used.
+2. **Address function.**  For each (batch_id, head_id) run, the byte offset of the LSE (and
+   D) slice is the kernel's explored address of the buffer's first access, evaluated in
+   hardware arithmetic on the kernel arguments the host would pass at that shape and layout
+   (:mod:`addrsim.commands.differential`), lane 0 of the first key tile; row r of the slice is read at
+   that offset plus 4*r bytes (the per-row step, proved for every loop iteration by the
+   address check).  A read outside the V#'s num_records, or outside the LSE/D allocation
+   ([batch, nhead_q, seqlen_q] fp32), returns 0, as a buffer load does.
+3. **Run** (:mod:`addrsim.gpu.crossrun`, which needs only PyTorch: the plan of steps 1-2 is JSON
+   and can be run on another machine).  A flash-attention backward (:mod:`addrsim.gpu.attention`;
+   backends ``torch`` on the CPU or GPU, ``triton`` on a GPU, :mod:`addrsim.gpu.attention_triton`) reads LSE and D
+   through those offsets from buffers holding the true forward statistics, with Q, dO stored
+   in the case layout's row order, and its dQ, dK, dV are compared with PyTorch autograd in
+   fp32.  Keys are cut to ``KEYS`` rows: the LSE/D offsets do not depend on the key count
+   (checked: the address function's kernel arguments are evaluated at the full shape, and the
+   run refuses a case whose LSE/D address reads a key-side argument).  When the shape has
+   more than ``MAX_PAIRS`` (batch_id, head_id) pairs, the pairs run are the corners, the
+   counterexample's pair, and every pair whose rows those read.
+4. **Verdict.**  observed "fail" when max |x - ref| / max |ref| of dQ, dK or dV exceeds
+   ``TOL``; D is checked on its own (the buffer the pre-processing stage writes, against
+   autograd's rowsum(dO * O)): it passes even when the gradients fail, the engineers'
+   stage-split signature.  The cross-check passes when predicted == observed in every case.
+
+Tolerance: inputs are rounded to bf16/fp16 once and both sides compute in fp32 from the same
+rounded values, so a correct run differs from the reference by fp32 rounding only (measured
+below 1e-5).  ``TOL`` = 1e-2 is aiter's own bf16 tolerance for the backward (op_tests), which
+a backend that keeps P or dS in 16 bits would still meet; reading another slice's LSE row
+changes P by a factor exp(delta LSE), an error of order 1, and a zero read (out of range) by
+exp(LSE), far above it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from addrsim.ir import expr as X
+from addrsim.api import verify
+from addrsim.commands.differential import environment, in_domain, load_subject, symbolic_addresses
+from addrsim.errors import InputError
+from addrsim.model.models import SHAPE_VARS, load_models
+
+from addrsim.gpu.crossrun import KEYS, TOL  # noqa: F401  (documented here, used by the runner)
+
+MAX_PAIRS = 16
+CXBUFFERS = ("lse", "d")
+
+
+@dataclass
+class Case:
+    """One shape to run: ``shape`` (every shape variable), ``predicted`` "pass"/"fail" (the
+    prover's verdict at that shape), ``why`` (where the case comes from), ``coords`` the
+    counterexample's (batch_id, head_id) when there is one."""
+
+    kernel: str
+    layout: str
+    shape: Dict[str, int]
+    predicted: str
+    why: str
+    coords: Optional[Tuple[int, int]] = None
+    buffers: Tuple[str, ...] = CXBUFFERS
+
+
+class AddressFunction:
+    """The kernel's LSE/D slice offsets as a function of (layout, shape, batch_id, head_id).
+
+    Built from the explored symbolic addresses of the code object (or listing) at ``path``;
+    raises InputError (bad file, group-mode family: not supported by the cross-check yet)."""
+
+    def __init__(self, path, buffers: Sequence[str] = CXBUFFERS, models=None, like=None):
+        self.ms = models or load_models()
+        self.sub = load_subject(path, tuple(buffers), self.ms, like=like)
+        self.buffers = [b for b in buffers if b in self.sub.pointers]
+        missing = [b for b in buffers if b not in self.sub.pointers]
+        if missing:
+            raise InputError(path, f"kernel {self.sub.kernel.symbol} has no pointer argument for {', '.join(missing)}")
+
+    def problem(self, layout: str):
+        p = self.sub.problem(layout)
+        if p.mode != "batch":
+            raise InputError(self.sub.path, "crosscheck supports batch-mode kernels (LSE [batch, nhead_q, seqlen_q]); "
+                                            "this kernel family is group mode")
+        return p
+
+    def in_domain(self, layout: str, shape: Dict[str, int], bounds=None) -> bool:
+        """Is ``shape`` in the family's domain (bounds, traits, exact arguments, memory; not routing) for
+        workgroup (0, 0), and inside the user's ``bounds`` (name -> (min, max))?"""
+        prob = self.problem(layout)
+        if any(not lo <= shape.get(n, lo) <= hi for n, (lo, hi) in (bounds or {}).items()):
+            return False
+        return in_domain(prob, shape, {s.name: 0 for s in prob.grid.values()}, 0)
+
+    def _address(self, prob, buffer: str, shape, batch_id: int, head_id: int, lane: int):
+        g = prob.grid
+        env = environment(self.sub, prob, shape, {g["z"].name: batch_id, g["y"].name: head_id}, lane)
+        try:
+            hits = symbolic_addresses(self.sub.ex, self.sub.pointers[buffer], env, undecided="include")
+        except Exception:
+            return None
+        if not hits:
+            return None
+        h = next((x for x in hits if x.certain), hits[0])
+        ok = True
+        try:
+            ok = X.evaluate(h.target.access.in_range, env) == 1
+        except Exception:
+            pass
+        return h.address, ok
+
+    def slice_offset(self, layout: str, buffer: str, shape: Dict[str, int], batch_id: int,
+                     head_id: int) -> Tuple[Optional[int], bool]:
+        """(byte offset of the (batch_id, head_id) slice from slice (0, 0), signed; whether the
+        V# range check lets the access through), as the kernel computes it: its address of
+        the buffer's first access minus the same access's address in workgroup (0, 0), both
+        for the first lane that makes the access (lanes 0, 64, 128, ...: in the a16 kernels
+        waves 0-1 read LSE and waves 2-3 read D through one V#), in the first key tile.  This
+        is the quantity the prover checks against the model's offset; slice (0, 0) itself is
+        taken to start at row 0.  (None, False) when no lane makes the access there (its
+        reads are then zeros)."""
+        prob = self.problem(layout)
+        for lane in range(0, 1024, 64):
+            here = self._address(prob, buffer, shape, batch_id, head_id, lane)
+            base = self._address(prob, buffer, shape, 0, 0, lane)
+            if here is None or base is None:
+                continue
+            off = (here[0] - base[0]) & X.mask(64)
+            return (off - (1 << 64) if off >= 1 << 63 else off), here[1]
+        return None, False
+
+    def key_side_arguments(self, buffer: str) -> List[str]:
+        """Kernel arguments the buffer's address reads that the host derives from seqlen_k
+        (none for LSE/D in every kernel addrsim has seen)."""
+        from addrsim.prove.check import targets_for
+        prob = self.problem(next(iter(self.ms.layouts)))
+        ptr = self.sub.pointers[buffer]
+        names = set()
+        for t in targets_for(self.sub.ex, ptr):
+            names |= {n for n, s in X.symbols(t.address).items() if s.kind == "arg"}
+        return sorted(n for n in names if n in prob.kernargs and "seqlen_k" in X.symbols(prob.kernargs[n]))
+
+
+# ----------------------------------------------------------------------------- cases
+
+def _predict(path, layout: str, shape: Dict[str, int], buffers, models, like, timeout_ms) -> Tuple[Optional[str], dict]:
+    """The prover's prediction at exactly ``shape``: ("fail", check) if a buffer is refuted,
+    ("pass", {}) if all are proved, (None, {}) otherwise."""
+    bounds = {v: (int(shape[v]), int(shape[v])) for v in shape if v in SHAPE_VARS}
+    rep = verify(path, list(buffers), [layout], models=models, bounds=bounds, timeout_ms=timeout_ms,
+                 properties=("address",), like=like, min_budget_s=2.0, check_budget_s=30.0)
+    checks = rep["kernels"][0]["checks"]
+    for c in checks:
+        if c["verdict"] == "counterexample":
+            return "fail", c
+    if all(c["verdict"] == "proved" for c in checks):
+        return "pass", {}
+    return None, {}
+
+
+def _variants(shape: Dict[str, int]) -> List[Tuple[Dict[str, int], str]]:
+    """Control shapes around a counterexample: batch 1, and seqlen / nhead halved 1..12 times
+    (seqlen_q and seqlen_k together)."""
+    out = [(dict(shape, batch=1), "batch=1")]
+    for k in range(1, 13):
+        s = dict(shape, seqlen_q=max(1, shape["seqlen_q"] >> k), seqlen_k=max(1, shape["seqlen_k"] >> k))
+        out.append((s, f"seqlen/{2 ** k}"))
+    for k in range(1, 9):
+        nh = max(1, shape["nhead_q"] >> k)
+        out.append((dict(shape, nhead_q=nh, nhead_k=min(shape["nhead_k"], nh)), f"nhead_q/{2 ** k}"))
+    return out
+
+
+def _small_shapes(fixed: Dict[str, int]) -> List[Dict[str, int]]:
+    hd = fixed.get("hdim_q", 128)
+    hv = fixed.get("hdim_v", hd)
+    out = []
+    for b, h, s in ((2, 2, 128), (3, 2, 64), (2, 4, 256), (1, 2, 128), (1, 4, 256)):
+        out.append({"batch": b, "nhead_q": h, "nhead_k": h, "seqlen_q": s, "seqlen_k": s, "hdim_q": hd, "hdim_v": hv})
+    return out
+
+
+def build_cases(af: AddressFunction, path, layouts: Sequence[str], max_cases: int = 6, like=None,
+                timeout_ms: int = 10000, bounds=None, progress=None) -> List[Case]:
+    """The cases of every layout (see the module docstring), at most ``max_cases`` per
+    layout: counterexamples first, then controls (alternating sides of the boundary)."""
+    out: List[Case] = []
+    sym = af.sub.kernel.symbol
+    for lay in layouts:
+        prob = af.problem(lay)
+        rep = verify(path, af.buffers, [lay], models=af.ms, bounds=bounds, timeout_ms=timeout_ms,
+                     properties=("address",), like=like)
+        checks = rep["kernels"][0]["checks"]
+        seen = set()
+        fails: List[Case] = []
+        passes: List[Case] = []
+
+        def add(shape, pred, why, coords=None):
+            key = tuple(sorted(shape.items()))
+            if key in seen:
+                return
+            seen.add(key)
+            (fails if pred == "fail" else passes).append(Case(sym, lay, dict(shape), pred, why, coords, tuple(af.buffers)))
+
+        for c in checks:
+            if c["verdict"] != "counterexample":
+                continue
+            x = c["counterexample"]
+            shape = {k: int(v) for k, v in x["shape"].items() if k in SHAPE_VARS}
+            add(shape, "fail", f"counterexample of {c['buffer']}/{lay} (cause {c.get('cause')})",
+                (x["coords"]["batch_id"], x["coords"]["head_id"]))
+        for cx in list(fails):
+            last_fail = cx.shape
+            done = set()                  # lines (seqlen, nhead) that crossed the boundary
+            for s, why in _variants(cx.shape):
+                line = why.split("/")[0].split("=")[0]
+                if line in done or len(fails) + len(passes) >= 3 * max_cases:
+                    continue
+                if not af.in_domain(lay, s, bounds) or tuple(sorted(s.items())) in seen:
+                    continue
+                pred, chk = _predict(path, lay, s, af.buffers, af.ms, like, timeout_ms)
+                if progress:
+                    progress(f"{lay}: control {why}: predicted {pred}")
+                if pred is None:
+                    continue
+                coords = None
+                if chk:
+                    coords = (chk["counterexample"]["coords"]["batch_id"], chk["counterexample"]["coords"]["head_id"])
+                add(s, pred, f"control {why} of the {cx.why.split(' (')[0]}", coords)
+                if pred == "pass" and line in ("seqlen", "nhead_q"):
+                    done.add(line)        # the first shape below the boundary on this line, and
+                    if last_fail is not cx.shape:   # the last one above it
+                        add(last_fail, "fail", f"control just above the boundary ({why} passes)")
+                    last_fail = cx.shape
+                elif pred == "fail":
+                    last_fail = s
+        for s in _small_shapes(prob.fixed):
+            if len(passes) >= max_cases:
+                break
+            if not af.in_domain(lay, s, bounds):
+                continue
+            pred, chk = _predict(path, lay, s, af.buffers, af.ms, like, timeout_ms)
+            if pred is not None:
+                coords = None
+                if chk:
+                    coords = (chk["counterexample"]["coords"]["batch_id"], chk["counterexample"]["coords"]["head_id"])
+                add(s, pred, "small shape", coords)
+        picked: List[Case] = []
+        i = 0
+        while len(picked) < max_cases and (i < len(fails) or i < len(passes)):
+            for lst in (fails, passes):
+                if i < len(lst) and len(picked) < max_cases:
+                    picked.append(lst[i])
+            i += 1
+        out += picked
+    return out
+
+
+
+
+# ----------------------------------------------------------------------------- plans
+
+def _pairs(case: Case) -> List[Tuple[int, int]]:
+    """The (batch_id, head_id) pairs a case runs: all of them up to MAX_PAIRS, else the
+    corners, (1, 0) and the counterexample's pair."""
+    b, h = case.shape["batch"], case.shape["nhead_q"]
+    if b * h <= MAX_PAIRS:
+        return [(i, j) for i in range(b) for j in range(h)]
+    s = {(0, 0), (b - 1, h - 1), (b - 1, 0), (0, h - 1), (min(1, b - 1), 0)}
+    if case.coords:
+        s.add(tuple(case.coords))
+    return sorted(s)
+
+
+def plan_case(af: AddressFunction, case: Case, path) -> dict:
+    """The JSON plan of one case for :func:`addrsim.gpu.crossrun.run_case`: shape, prediction,
+    pairs, and the slice offsets (bytes from the buffer pointer, V# check) per pair and
+    buffer, evaluated on the kernel's address function at the case's shape."""
+    pairs = _pairs(case)
+    offsets = {}
+    for buf in case.buffers:
+        offsets[buf] = {f"{b},{h}": list(af.slice_offset(case.layout, buf, case.shape, b, h)) for b, h in pairs}
+    skip = ""
+    for buf in case.buffers:
+        ks = af.key_side_arguments(buf)
+        if ks:
+            skip = f"{buf}'s address reads key-side arguments {ks}: keys cannot be cut"
+    return {"kernel": case.kernel, "file": str(path), "layout": case.layout, "shape": case.shape,
+            "predicted": case.predicted, "why": case.why, "coords": list(case.coords) if case.coords else None,
+            "buffers": list(case.buffers), "pairs": [list(p) for p in pairs], "offsets": offsets,
+            "dtype": "fp16" if "_fp16" in case.kernel else "bf16", "keys": KEYS, "skip": skip}

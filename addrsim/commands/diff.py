@@ -1,0 +1,237 @@
+"""`addrsim diff OLD NEW`: what a patch (or a port to another architecture) changes in the
+buffer addresses.
+
+Both sides are verified with the same options (:func:`addrsim.api.verify`; code objects or
+assembly listings, :mod:`addrsim.loader.listing`) and sharing one cache of decided solver queries, so
+checks whose address expression the patch did not touch cost nothing the second time.
+Kernels are paired by symbol (a single kernel on each side is paired whatever its name, e.g.
+after a rename).  For each (buffer, layout, property) checked on both sides the result gives
+both verdicts, both extracted byte offsets, and their difference ``new - old`` simplified
+(sympy, integer reading): in kernel-argument terms, and in shape terms with the layout's host
+contract substituted (0 there means the two kernels address the buffer alike in that layout,
+whatever their instructions).  The differences use the reading in which no 32-bit value
+wraps (:func:`addrsim.backends.sympy_text.to_sympy_nowrap`): a patch that only fixes a wrap shows
+a difference of 0 and the change ``fixed``.  A change is one of:
+
+- ``fixed``: counterexample in OLD, proved in NEW;
+- ``broke``: proved in OLD, counterexample in NEW;
+- ``lost``: proved in OLD, unknown or unsupported in NEW (not a refutation: undecided);
+- ``proved``: unknown or unsupported in OLD, proved in NEW;
+- ``changed``: another verdict change (e.g. counterexample to unknown);
+- ``same``: the same verdict.
+
+Exit status (:func:`diff_status`): 1 when NEW breaks anything OLD proved, 2 when it only
+loses a proof (undecided), 0 otherwise; 3 bad input, as everywhere.
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from addrsim import __version__
+from addrsim.api import DEFAULT_LAYOUTS, verify
+from addrsim.errors import InputError
+
+DIFF_CHARS = 400
+
+
+def classify(old: str, new: str) -> str:
+    """The change between two verdicts (see the module docstring)."""
+    if old == new:
+        return "same"
+    if old == "counterexample" and new == "proved":
+        return "fixed"
+    if old == "proved":
+        return "broke" if new == "counterexample" else "lost"
+    if new == "proved":
+        return "proved"
+    return "changed"
+
+
+def _sub(a, b) -> Tuple[str, Optional[bool]]:
+    """(text of a - b expanded, whether it is 0) for two sympy expressions; ("", None) when
+    either is missing or sympy fails (display only)."""
+    if a is None or b is None:
+        return "", None
+    try:
+        import sympy
+        d = sympy.expand(a - b)
+        t = str(d)
+        return (t if len(t) <= DIFF_CHARS else t[:DIFF_CHARS] + "..."), d == 0
+    except Exception:
+        return "", None
+
+
+def _pair(old_k: List[str], new_k: List[str]) -> List[Tuple[str, str]]:
+    pairs = [(k, k) for k in old_k if k in new_k]
+    rest_o = [k for k in old_k if k not in new_k]
+    rest_n = [k for k in new_k if k not in old_k]
+    if len(rest_o) == 1 and len(rest_n) == 1:
+        pairs.append((rest_o[0], rest_n[0]))
+    return pairs
+
+
+def diff(old, new, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str] = DEFAULT_LAYOUTS,
+         like=None, like_old=None, like_new=None, properties: Sequence[str] = ("address",), **options) -> dict:
+    """Compare the buffer-address verdicts of ``old`` and ``new`` (code objects or listings).
+
+    ``like`` is the code object that a listing among the two takes its metadata from
+    (``like_old``/``like_new`` set it per side).  ``options`` go to :func:`addrsim.api.verify`
+    (models, bounds, timeout_ms, arith, memory_gib, smt_dir, ...).  By default the buffers
+    checked are those both sides have a pointer argument for.  Returns a JSON-ready dict
+    ``{"tool", "version", "old", "new", "kernels": [{"old_kernel", "new_kernel", "old_arch",
+    "new_arch", "checks": [{"buffer", "layout", "property", "old": {...}, "new": {...},
+    "difference_args", "difference_shape", "same_offset", "change"}]}], "unpaired",
+    "counts", "summary"}``; each side's ``{...}`` has verdict, cause, extracted, reason and the
+    counterexample shape.  Byte offsets throughout.  Raises what verify raises (InputError,
+    ToolError)."""
+    from addrsim.model.models import load_models
+    if "models" not in options or options["models"] is None:
+        options["models"] = load_models(options.pop("model_files", ()))
+    cache = options.pop("cache", None) or {}
+    if like is not None and not _is_listing(old) and not _is_listing(new):
+        raise InputError("--like", "--like applies to assembly listings; OLD and NEW are both code objects")
+    lo = like_old if like_old is not None else (like if _is_listing(old) else None)
+    ln = like_new if like_new is not None else (like if _is_listing(new) else None)
+    if buffers is None:
+        buffers = _common_buffers(old, new, lo, ln, options["models"])
+    co_old: list = []
+    co_new: list = []
+    r_old = verify(old, buffers, layouts, like=lo, cache=cache, checks_out=co_old, properties=properties, **options)
+    r_new = verify(new, buffers, layouts, like=ln, cache=cache, checks_out=co_new, properties=properties, **options)
+    ko = {k["kernel"]: k for k in r_old["kernels"]}
+    kn = {k["kernel"]: k for k in r_new["kernels"]}
+    sym_o = {(s, c.buffer, c.layout, c.prop): c for s, c in co_old}
+    sym_n = {(s, c.buffer, c.layout, c.prop): c for s, c in co_new}
+    pairs = _pair(list(ko), list(kn))
+    out = {"tool": "addrsim", "version": __version__, "old": str(old), "new": str(new), "kernels": [],
+           "unpaired": {"old": [k for k in ko if k not in {p[0] for p in pairs}],
+                        "new": [k for k in kn if k not in {p[1] for p in pairs}]}}
+    counts: Dict[str, List[str]] = {}
+    for a, b in pairs:
+        entry = {"old_kernel": a, "new_kernel": b, "old_arch": ko[a]["arch"], "new_arch": kn[b]["arch"], "checks": []}
+        cn = {(c["buffer"], c["layout"], c.get("property", "address")): c for c in kn[b]["checks"]}
+        for c in ko[a]["checks"]:
+            key = (c["buffer"], c["layout"], c.get("property", "address"))
+            if key not in cn:
+                continue
+            d = cn[key]
+            xo, xn = sym_o.get((a,) + key), sym_n.get((b,) + key)
+            d_args, _ = _sub(getattr(xn, "offset_sym", None), getattr(xo, "offset_sym", None))
+            d_shape, same = _sub(getattr(xn, "shape_offset_sym", None), getattr(xo, "shape_offset_sym", None))
+            ch = classify(c["verdict"], d["verdict"])
+            tag = f"{key[0]}/{key[1]}" + (" bounds" if key[2] == "bounds" else "")
+            counts.setdefault(ch, []).append(tag if len(pairs) == 1 else f"{b}:{tag}")
+            entry["checks"].append({"buffer": key[0], "layout": key[1], "property": key[2],
+                                    "old": _side(c), "new": _side(d), "difference_args": d_args,
+                                    "difference_shape": d_shape, "same_offset": same, "change": ch})
+        out["kernels"].append(entry)
+    out["counts"] = {k: len(v) for k, v in counts.items()}
+    out["summary"] = summary_line(counts, out)
+    return out
+
+
+def _is_listing(path) -> bool:
+    from addrsim.loader.listing import is_code_object
+    return not is_code_object(path)
+
+
+def _common_buffers(old, new, lo, ln, ms) -> List[str]:
+    """Buffers both sides' kernels have a pointer argument for (in the models' order)."""
+    from addrsim.loader.listing import load_source
+    from addrsim.model.models import buffer_pointer
+    have = []
+    for path, like in ((old, lo), (new, ln)):
+        co = load_source(path, like).co
+        have.append({b for k in co.kernels for b in ms.buffers if buffer_pointer(ms, k, b) is not None})
+    return [b for b in ms.buffers if b in have[0] and b in have[1]]
+
+
+def _side(c: dict) -> dict:
+    x = c.get("counterexample")
+    return {"verdict": c["verdict"], "cause": c.get("cause"), "extracted": c["extracted"], "reason": c.get("reason"),
+            "shape": x["shape"] if x else None, "coords": x["coords"] if x else None}
+
+
+def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
+    """One line: what NEW fixed, broke, lost, newly proved; how many checks kept their
+    verdict, and in how many the byte offset is the same in shape terms."""
+    parts = []
+    for ch, word in (("fixed", "fixed"), ("broke", "BROKE"), ("lost", "no longer proved (undecided)"),
+                     ("proved", "newly proved"), ("changed", "verdict changed")):
+        if counts.get(ch):
+            parts.append(f"{word} {', '.join(counts[ch])}")
+    checks = [c for k in out["kernels"] for c in k["checks"]]
+    if not checks:
+        return ("nothing compared: no kernel, buffer, layout and property was checked on both sides "
+                "(no common buffer, or no kernels paired)")
+    same = sum(1 for c in checks if c["change"] == "same")
+    same_off = sum(1 for c in checks if c["same_offset"])
+    if not parts:
+        parts.append("no verdict changed")
+    parts.append(f"{same} of {len(checks)} checks keep their verdict; the byte offset is the same in shape "
+                 f"terms (no-wrap reading) in {same_off} of {len(checks)}")
+    ports = {(k["old_arch"], k["new_arch"]) for k in out["kernels"] if k["old_arch"] != k["new_arch"]}
+    if ports:
+        alike = sum(1 for c in checks if c["change"] == "same" and c["same_offset"])
+        unread = sum(1 for c in checks if c["change"] == "same" and c["same_offset"] is None)
+        arch = ", ".join(f"{a} -> {b}" for a, b in sorted(ports))
+        if alike == len(checks):
+            verdict = "carries over"
+        elif alike + unread == len(checks):
+            verdict = "keeps every verdict; offsets not compared where the formula is too large to simplify"
+        else:
+            verdict = "does not fully carry over"
+        parts.append(f"port {arch}: the address logic {verdict} (same verdict and offset in {alike} of "
+                     f"{len(checks)} checks{f', {unread} not compared' if unread else ''})")
+    return "; ".join(parts)
+
+
+def diff_status(report: dict) -> int:
+    """1 when NEW breaks a check OLD proved, 2 when it only loses a proof or nothing was
+    compared, else 0."""
+    changes = {c["change"] for k in report["kernels"] for c in k["checks"]}
+    if not changes:
+        return 2
+    if "broke" in changes:
+        return 1
+    if "lost" in changes:
+        return 2
+    return 0
+
+
+def format_diff(report: dict) -> str:
+    """The text report of :func:`diff`."""
+    out = [f"old: {report['old']}", f"new: {report['new']}"]
+    for k in report["kernels"]:
+        name = k["old_kernel"] if k["old_kernel"] == k["new_kernel"] else f"{k['old_kernel']} -> {k['new_kernel']}"
+        arch = k["old_arch"] if k["old_arch"] == k["new_arch"] else f"{k['old_arch']} -> {k['new_arch']}"
+        out.append(f"  kernel {name} ({arch})")
+        out.append(f"  {'check':<9}{'buffer':<7}{'layout':<8}{'old':<16}{'new':<16}{'change':<8} offset (no wrap)")
+        for c in k["checks"]:
+            off = {True: "same", False: "differs", None: "?"}[c["same_offset"]]
+            out.append(f"  {c['property']:<9}{c['buffer']:<7}{c['layout']:<8}{c['old']['verdict']:<16}"
+                       f"{c['new']['verdict']:<16}{c['change']:<8} {off}")
+        for c in k["checks"]:
+            if c["change"] == "same" and c["same_offset"] is not False:
+                continue
+            tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c["property"] == "bounds" else "")
+            out.append(f"\n  {tag}: {c['change']} ({c['old']['verdict']} -> {c['new']['verdict']})")
+            for side in ("old", "new"):
+                s = c[side]
+                extra = ""
+                if s["verdict"] == "counterexample" and s["shape"]:
+                    extra = "  [counterexample at " + " ".join(f"{n}={v}" for n, v in s["shape"].items()) + \
+                            (f", cause {s['cause']}" if s.get("cause") else "") + "]"
+                elif s["verdict"] in ("unknown", "unsupported") and s.get("reason"):
+                    extra = f"  [{s['reason'][:160]}]"
+                out.append(f"    {side}: {s['extracted'][:300]}{extra}")
+            if c["difference_args"]:
+                out.append(f"    new - old (kernel arguments): {c['difference_args']}")
+            if c["difference_shape"]:
+                out.append(f"    new - old (shape terms, {c['layout']}): {c['difference_shape']}")
+    un = report.get("unpaired", {})
+    if un.get("old") or un.get("new"):
+        out.append(f"\n  unpaired kernels: old {', '.join(un.get('old', [])) or '-'}; "
+                   f"new {', '.join(un.get('new', [])) or '-'}")
+    out.append(f"\nsummary: {report['summary']}")
+    return "\n".join(out)

@@ -1,0 +1,304 @@
+"""``addrsim scan``: every buffer of every kernel in a corpus of code objects, for every layout.
+
+Inputs are code-object files, directory trees (every ``*.co`` below them), aiter wheels
+(``*.whl``: the ``*.co`` members are extracted to a temporary directory) or, with
+``aiter=True``, the kernels of the aiter installed in this Python.  A code object whose
+kernels no kernel family of the models describes is listed as skipped, not checked: a
+verdict needs the host contract.
+
+Kernels are checked in worker processes (``jobs``); each worker keeps a cache of decided
+queries (:func:`addrsim.prove.check`), so sibling kernels that compute the same addresses
+(rounding variants, fp16/bf16) are decided once per worker.  Where a folder holds aiter's
+``fmha_bwd_dqdkdv.csv`` (columns dtype, hdim_q, hdim_v, mask, atomic32, pssk, pddv, mode,
+bf16_cvt, ts_qo, ts, knl_name, co_name), each kernel's report lists the runtime
+configurations the table routes to it.
+"""
+from __future__ import annotations
+
+import csv
+import os
+import tempfile
+import zipfile
+from concurrent.futures import ProcessPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+
+from addrsim import __version__
+from addrsim.errors import InputError
+from addrsim.loader.listing import is_code_object, load_source
+from addrsim.loader.codeobj import SUPPORTED_ARCHS
+from addrsim.model.models import ModelSet, choose_family, load_models
+
+ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
+
+
+@dataclass
+class Corpus:
+    """Code objects to scan: ``files`` (paths), ``skipped`` (path, reason), ``routes``
+    (code-object basename -> list of configuration dicts from a routing table)."""
+
+    files: List[str] = field(default_factory=list)
+    skipped: List[Tuple[str, str]] = field(default_factory=list)
+    routes: Dict[str, List[dict]] = field(default_factory=dict)
+    tables: List[str] = field(default_factory=list)
+    family: Dict[str, str] = field(default_factory=dict)      # file -> kernel family name
+    like: Dict[str, str] = field(default_factory=dict)        # listing file -> code object (--like)
+    tmpdir: Optional[tempfile.TemporaryDirectory] = None
+
+
+def installed_aiter_dirs() -> List[Path]:
+    """Directories of the aiter installed in this Python that may hold code objects
+    (``aiter`` and ``aiter_meta`` packages).  Raises InputError when aiter is not installed."""
+    import importlib.util
+    out = []
+    for name in ("aiter_meta", "aiter"):
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            spec = None
+        if spec is not None and spec.submodule_search_locations:
+            out += [Path(p) for p in spec.submodule_search_locations]
+    if not out:
+        raise InputError("--aiter", "no aiter package is installed in this Python")
+    return out
+
+
+def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None) -> Corpus:
+    """Expand ``inputs`` into the code objects and listings to scan: directories (every
+    ``*.co`` below), wheels, and files (code objects or assembly listings; ``like`` is the
+    code object the listings take their metadata from, :mod:`addrsim.loader.listing`).  Raises
+    InputError for a missing path or an unreadable wheel."""
+    c = Corpus()
+    paths: List[Path] = []
+    roots = [Path(p) for p in inputs] + (installed_aiter_dirs() if aiter else [])
+    for p in roots:
+        if not p.exists():
+            raise InputError(p, "no such file or directory")
+        if p.is_dir():
+            paths += sorted(p.rglob("*.co"))
+            c.tables += [str(t) for t in sorted(p.rglob(ROUTING_CSV))]
+        elif p.suffix == ".whl":
+            if c.tmpdir is None:
+                c.tmpdir = tempfile.TemporaryDirectory(prefix="addrsim-whl-")
+            dest = Path(c.tmpdir.name) / p.stem
+            try:
+                with zipfile.ZipFile(p) as z:
+                    for n in z.namelist():
+                        # the host's own files travel with the kernels: they are the evidence
+                        # of which host launches them (models: hosts.evidence)
+                        if n.endswith(".co") or n.endswith("/" + ROUTING_CSV) or n.endswith("/fmha_v3_bwd/codegen.py"):
+                            z.extract(n, dest)
+            except (zipfile.BadZipFile, OSError) as e:
+                raise InputError(p, f"cannot read the wheel ({e})") from None
+            paths += sorted(dest.rglob("*.co"))
+            c.tables += [str(t) for t in sorted(dest.rglob(ROUTING_CSV))]
+        else:
+            paths.append(p)
+    for p in paths:
+        listing = not is_code_object(p)
+        try:
+            co = load_source(p, like if listing else None).co
+        except InputError as e:
+            if len(roots) == 1 and roots[0] == p:
+                raise
+            c.skipped.append((str(p), e.problem))
+            continue
+        if co.arch not in SUPPORTED_ARCHS:
+            c.skipped.append((str(p), f"architecture {co.arch} is not supported ({', '.join(SUPPORTED_ARCHS)})"))
+            continue
+        if not co.kernels or not all(choose_family(ms, k, co.arch) for k in co.kernels):
+            c.skipped.append((str(p), "no kernel family in the models describes its kernels"))
+            continue
+        c.files.append(str(p))
+        if listing and like is not None:
+            c.like[str(p)] = str(like)
+        c.family[str(p)] = f"{co.arch}:{choose_family(ms, co.kernels[0], co.arch)['name']}"
+    for t in c.tables:
+        c.routes.update(read_routes(t))
+    return c
+
+
+def read_routes(path: str) -> Dict[str, List[dict]]:
+    """aiter's routing table: code-object basename -> configurations (column -> value,
+    without the name columns).  Raises InputError for a table without ``co_name``."""
+    out: Dict[str, List[dict]] = {}
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as e:
+        raise InputError(path, f"cannot read the routing table ({e})") from None
+    if rows and "co_name" not in rows[0]:
+        raise InputError(path, "routing table has no co_name column")
+    arch = Path(path).parent.parent.name
+    for r in rows:
+        cfg = {k: v for k, v in r.items() if k not in ("knl_name", "co_name") and k is not None}
+        out.setdefault(f"{arch}/{r['co_name']}", []).append(cfg)
+        out.setdefault(r["co_name"], []).append(cfg)
+    return out
+
+
+# ----------------------------------------------------------------------------- workers
+
+_WORKER: dict = {}
+
+
+def _init_worker(model_files, bounds, timeout_ms, min_budget_s, check_budget_s=None, options=None):
+    from addrsim.model.models import load_models as _lm
+    _WORKER.update(ms=_lm(model_files), bounds=bounds, timeout_ms=timeout_ms, min_budget_s=min_budget_s,
+                   check_budget_s=check_budget_s, cache={}, options=dict(options or {}))
+
+
+def _scan_group(paths, buffers, layouts):
+    return [(p, _scan_one(p, buffers, layouts)) for p in paths]
+
+
+def _scan_one(path, buffers, layouts):
+    from addrsim.api import verify
+    w = _WORKER
+    opts = dict(w["options"])
+    like = opts.pop("likes", {}).get(path)
+    try:
+        return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], timeout_ms=w["timeout_ms"],
+                      cache=w["cache"], min_budget_s=w["min_budget_s"], check_budget_s=w["check_budget_s"],
+                      like=like, require_buffers=False, **opts)
+    except InputError as e:
+        return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
+
+
+def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),
+         bounds=None, timeout_ms: int = 10000, jobs: int = 1, min_budget_s: float = 1.0,
+         progress: bool = False, check_budget_s: float = 10.0, arith: str = "bv",
+         memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
+         properties: Sequence[str] = ("address",), host: Optional[str] = None, routed: bool = False) -> List[dict]:
+    """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`, which documents
+    ``arith``, ``memory_gib`` and ``smt_dir``); reports in the order of ``corpus.files``, each
+    kernel annotated with its routed configurations."""
+    options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties),
+               "likes": dict(corpus.like), "host": host, "routed": routed}
+    reports: Dict[str, dict] = {}
+    bar = None
+    if progress:
+        from tqdm import tqdm
+        bar = tqdm(total=len(corpus.files), unit="co", desc="addrsim scan", leave=False)
+    if jobs <= 1:
+        _init_worker(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s, options)
+        for f in corpus.files:
+            reports[f] = _scan_one(f, buffers, layouts)
+            if bar:
+                bar.update(1)
+    else:
+        # one task per kernel family: siblings share a worker and its cache of decided queries
+        groups: Dict[str, List[str]] = {}
+        for f in corpus.files:
+            groups.setdefault(corpus.family.get(f, f), []).append(f)
+        with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
+                                 initargs=(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s,
+                                           options)) as ex:
+            futs = [ex.submit(_scan_group, g, buffers, layouts)
+                    for g in sorted(groups.values(), key=len, reverse=True)]
+            for fut in as_completed(futs):
+                for f, r in fut.result():
+                    reports[f] = r
+                    if bar:
+                        bar.update(1)
+    if bar:
+        bar.close()
+    out = []
+    for f in corpus.files:
+        r = reports[f]
+        arch = None
+        for k in r.get("kernels", []):
+            arch = k.get("arch")
+            key = f"{arch}/{Path(f).name}"
+            if corpus.tables:
+                k["routes"] = corpus.routes.get(key, corpus.routes.get(Path(f).name, []))
+        out.append(r)
+    return out
+
+
+# ----------------------------------------------------------------------------- summary
+
+MARK = {"proved": "ok", "counterexample": "CEX", "unknown": "?", "unsupported": "unsup", "unreachable": "unr"}
+
+
+def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
+    """The text summary: one line per kernel with its verdicts per buffer and layout,
+    then each counterexample with its minimal shape, then totals."""
+    lines = []
+    counts: Dict[str, int] = {}
+    cexs = []
+    for r in reports:
+        if r.get("error"):
+            lines.append(f"ERROR {r['error']}")
+            continue
+        for k in r["kernels"]:
+            by_buf: Dict[str, Dict[str, str]] = {}
+            for c in k["checks"]:
+                tag = c["buffer"] + ("[bounds]" if c.get("property") == "bounds" else "")
+                by_buf.setdefault(tag, {})[c["layout"]] = c["verdict"]
+                counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+                if c["verdict"] == "counterexample":
+                    cexs.append((k, c))
+                    kind = "latent" if (c.get("routing") or {}).get("reachable") is False else "reachable"
+                    counts[f"counterexample ({kind})"] = counts.get(f"counterexample ({kind})", 0) + 1
+            cells = []
+            for b, v in by_buf.items():
+                cells.append(f"{b}:" + "/".join(MARK.get(v.get(l, ""), "-") for l in layouts))
+            name = f"{k['arch']}/{Path(k['file']).name}"
+            lines.append(f"{name:60s} {' '.join(cells)}")
+    out = [f"verdicts per buffer, layouts {'/'.join(layouts)}  (ok proved, CEX counterexample, ? unknown, "
+           f"unsup unsupported, unr unreachable)"]
+    out += lines
+    if cexs:
+        out.append("")
+        out.append("counterexamples (minimal shape unless marked):")
+        for k, c in cexs:
+            x = c["counterexample"]
+            shape = " ".join(f"{a}={b}" for a, b in x["shape"].items() if not a.startswith("total_"))
+            mark = "" if x.get("minimal", True) else " (not proven minimal)"
+            if c.get("cause") == "overflow":
+                mark += " OVERFLOW"
+            what = (f"offset {x['address']['extracted']}, allocation {x['address']['expected']} bytes ({c.get('cause')})"
+                    if c.get("property") == "bounds" else
+                    f"extracted {x['address']['extracted']}, expected {x['address']['expected']}")
+            prop = " bounds" if c.get("property") == "bounds" else ""
+            out.append(f"  {k['arch']}/{Path(k['file']).name} {c['buffer']}/{c['layout']}{prop}: {shape} "
+                       f"batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']}: {what}{mark}")
+            ov = c.get("overflow") or []
+            if ov:
+                out.append(f"      wraps: {ov[0]['text']}")
+            rt = c.get("routing") or {}
+            if rt.get("reachable") is False:
+                out.append(f"      LATENT under {rt.get('host')}: masked by {'; '.join(rt.get('masked_by') or [])}")
+            elif rt.get("reachable"):
+                ents = [e["entry"] for e in rt.get("entry_points") or [] if e.get("reachable")]
+                out.append(f"      reachable under {rt.get('host')} through {', '.join(ents)}")
+            if corpus.tables:
+                routes = k.get("routes") or []
+                if routes:
+                    cfgs = "; ".join(",".join(f"{a}={b}" for a, b in cfg.items()) for cfg in routes[:4])
+                    out.append(f"      routed from: {cfgs}")
+                else:
+                    out.append(f"      no configuration in {ROUTING_CSV} routes to this kernel")
+    limits = [(k, lim) for r in reports for k in r.get("kernels", []) for lim in k.get("host_limits") or []]
+    if limits:
+        out.append("")
+        out.append(f"host limits (the host's u32 casts; not kernel counterexamples): {len(limits)}")
+        seen = set()
+        for k, lim in limits:
+            key = (k.get("host"), lim["argument"], lim["layout"], lim["boundary"])
+            if key in seen:
+                continue
+            seen.add(key)
+            n = sum(1 for _, l2 in limits if (l2["argument"], l2["layout"], l2["boundary"]) == key[1:])
+            out.append(f"  {lim['argument']} ({lim['layout']}): {lim['boundary']} [{n} kernel(s), host {k.get('host')}]")
+    if corpus.skipped:
+        out.append("")
+        out.append(f"skipped {len(corpus.skipped)} code object(s):")
+        for p, why in corpus.skipped[:20]:
+            out.append(f"  {p}: {why}")
+    out.append("")
+    out.append("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
+               f" over {sum(len(r['kernels']) for r in reports)} kernel(s)")
+    return "\n".join(out)

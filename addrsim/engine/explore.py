@@ -1,0 +1,362 @@
+"""Path exploration: symbolic execution from the kernel entry to the buffer accesses, and
+the concrete interpreter used to replay counterexamples.
+
+The symbolic explorer follows every path (both sides of a scalar branch whose condition
+is not decided), pruning paths whose condition Z3 finds unsatisfiable.  A path ends at
+``s_endpgm``, at a backward branch (a loop back edge: only the first iteration is covered,
+and that is reported), at an instruction without semantics that it cannot step over
+(control flow it does not understand), or when every buffer of interest has been accessed
+on it.  Nothing is skipped silently: every early end is returned with its reason.
+"""
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+import z3
+
+from addrsim.ir import expr as X
+from addrsim.loader.disasm import Instr
+from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.engine.machine import Access, ConcreteLanes, LaneMask, Machine, PathEnd, SymbolicLane, Unsupported
+from addrsim.backends.smt import holds_bv
+
+MAX_PATHS = 512
+MAX_STEPS = 400_000
+
+
+@dataclass
+class Exploration:
+    """Result of :func:`explore`: accesses found and how each path ended."""
+
+    accesses: List[Access] = field(default_factory=list)
+    ends: List[PathEnd] = field(default_factory=list)
+    steps: int = 0
+    paths: int = 0
+    merges: int = 0
+    loop_exits: int = 0
+    origin: dict = field(default_factory=dict)   # id(node) -> (node, pc, text) of its instruction
+    heads: dict = field(default_factory=dict)    # loop header address -> states on first arrival
+    capped_heads: set = field(default_factory=set)   # loop headers reached in more than MAX_HEAD_STATES states
+    back_states: list = field(default_factory=list)   # states at the back edge (one-iteration runs)
+    bad_branches: list = field(default_factory=list)  # "text at pc": direct branches to no instruction start
+
+
+def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
+    """1-bit condition under which a conditional branch is taken (None: unconditional)."""
+    mn = ins.mnemonic
+    if mn == "s_branch":
+        return None
+    if mn == "s_cbranch_scc1":
+        return m.scc
+    if mn == "s_cbranch_scc0":
+        return X.bnot(m.scc)
+    if mn in ("s_cbranch_vccz", "s_cbranch_vccnz"):
+        v = m.sgpr.get(106)
+        if isinstance(v, LaneMask):
+            raise Unsupported(f"{mn} on a per-lane VCC")
+        z = X.eq(m.read_scalar("vcc", 64), Const(0, 64))
+        return z if mn.endswith("vccz") else X.bnot(z)
+    if mn in ("s_cbranch_execz", "s_cbranch_execnz"):
+        if isinstance(m.exec, LaneMask):
+            raise Unsupported(f"{mn} on a per-lane EXEC")
+        z = X.eq(m.exec_scalar(), Const(0, 64))
+        return z if mn.endswith("execz") else X.bnot(z)
+    raise Unsupported(f"branch {mn}")
+
+
+MAX_HEAD_STATES = 4
+
+
+class _Code:
+    def __init__(self, code: List[Instr]):
+        self.code = code
+        self.index = {i.addr: n for n, i in enumerate(code)}
+
+
+def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterable[str]],
+            targets: Set[str], max_paths: int = MAX_PATHS, max_steps: int = MAX_STEPS,
+            start: int = 0, region: Optional[Tuple[int, int]] = None, body_of: Optional[int] = None) -> Exploration:
+    """Symbolically execute ``code`` from instruction index ``start`` (default its first).
+
+    ``goal(access)`` names the buffers an access may touch; a path stops once all of
+    ``targets`` have been touched on it.  The state on first arriving at each loop header is
+    kept in ``heads`` (header address -> states).  One loop iteration (addrsim.engine.loops): with
+    ``region`` (lo, hi) addresses, a path that leaves it ends ("exit"), and with ``body_of``
+    a header address, a back edge to it ends the path keeping its state in ``back_states``."""
+    c = _Code(code)
+    out = Exploration()
+    out.origin = m0.origin     # which instruction produced each node (addrsim.backends.arith.wrap_sites)
+    # States are processed in instruction order (every explored edge goes forward: a back
+    # edge ends its path), so all states that reach a join point meet there and are merged
+    # into one (veritesting): data-only diamonds no longer multiply the paths.
+    heap: List[Tuple[int, int, Machine, frozenset]] = [(start, 0, m0, frozenset())]
+    waiting: Dict[int, int] = {start: 1}
+    seq = 1
+    solver = z3.Solver()
+    solver.set("timeout", 2000)
+    bv_memo: dict = {}
+    bv_vars: dict = {}
+    loop_writes: Dict[Tuple[int, int], list] = {}
+    headers = {i.target for i in code if i.mnemonic.startswith(("s_branch", "s_cbranch"))
+               and i.target is not None and i.target <= i.addr}
+    starts = {i.addr for i in code}
+    out.bad_branches = [f"{i.text} at {i.addr:#x} (target {i.target:#x})" for i in code
+                        if i.mnemonic.startswith(("s_branch", "s_cbranch")) and i.target is not None
+                        and i.target not in starts]
+    m0.loop_entry = {}
+
+    def push(mm, i, rr):
+        nonlocal seq
+        heapq.heappush(heap, (i, seq, mm, rr))
+        waiting[i] = waiting.get(i, 0) + 1
+        seq += 1
+
+    def pop():
+        i, _, mm, rr = heapq.heappop(heap)
+        waiting[i] -= 1
+        return i, mm, rr
+
+    while heap:
+        idx, m, reached = pop()
+        while heap and heap[0][0] == idx:
+            _, m2, r2 = pop()
+            merged = merge_states(m, m2)
+            if merged is None:
+                push(m2, idx, r2)      # incompatible: it runs on its own after this one
+                break
+            m, reached = merged, reached & r2
+            out.merges += 1
+        out.paths += 1
+        if out.paths > max_paths:
+            out.ends.append(PathEnd("budget", f"more than {max_paths} paths", tuple(m.path), reached))
+            break
+        first = True
+        while True:
+            if not first and waiting.get(idx):
+                push(m, idx, reached)   # another state waits here: merge with it first
+                break
+            first = False
+            if idx >= len(code):
+                out.ends.append(PathEnd("unsupported", "fell off the end of the code", tuple(m.path), reached))
+                break
+            ins = code[idx]
+            out.steps += 1
+            if region is not None and not (region[0] <= ins.addr <= region[1]):
+                out.ends.append(PathEnd("exit", f"leaves the loop at {ins.addr:#x}", tuple(m.path), reached))
+                break
+            if ins.addr in headers and ins.addr not in m.loop_entry:
+                m.loop_entry = dict(m.loop_entry)
+                m.loop_entry[ins.addr] = len(m.path)
+                hs = out.heads.setdefault(ins.addr, [])
+                if len(hs) < MAX_HEAD_STATES and body_of is None:
+                    hs.append(m.clone())
+                elif body_of is None:
+                    out.capped_heads.add(ins.addr)     # an entry state not checked: no proof of this loop
+            if out.steps > max_steps:
+                out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
+                heap = []
+                break
+            mn = ins.mnemonic
+            if mn == "s_endpgm":
+                out.ends.append(PathEnd("endpgm", f"s_endpgm at {ins.addr:#x}", tuple(m.path), reached))
+                break
+            if mn.startswith(("s_branch", "s_cbranch")):
+                try:
+                    cond = branch_condition(m, ins)
+                except Unsupported as e:
+                    out.ends.append(PathEnd("unsupported", f"{e} at {ins.addr:#x}", tuple(m.path), reached))
+                    break
+                if ins.target is None or ins.target not in c.index:
+                    out.ends.append(PathEnd("unsupported", f"branch target of {ins.text} at {ins.addr:#x} unknown",
+                                            tuple(m.path), reached))
+                    break
+                succ = []
+                if cond is None or (isinstance(cond, Const) and cond.value == 1):
+                    succ = [(None, ins.target)]
+                elif isinstance(cond, Const):
+                    succ = [(None, ins.addr + ins.size)]
+                else:
+                    for cnd, tgt in ((cond, ins.target), (X.bnot(cond), ins.addr + ins.size)):
+                        if _feasible(solver, m.path + [cnd], bv_memo, bv_vars):
+                            succ.append((cnd, tgt))
+                if not succ:
+                    out.ends.append(PathEnd("infeasible", f"no feasible successor at {ins.addr:#x}", tuple(m.path), reached))
+                    break
+                back = [tgt for _, tgt in succ if tgt <= ins.addr]
+                for k, (cnd, tgt) in enumerate(succ):
+                    mm = m if k == len(succ) - 1 else m.clone()
+                    if cnd is not None:
+                        mm.path.append(cnd)
+                    if tgt <= ins.addr and body_of is not None and tgt == body_of:
+                        out.back_states.append(mm)
+                        out.ends.append(PathEnd("iteration", f"back edge {ins.addr:#x} -> {tgt:#x}", tuple(mm.path),
+                                                reached, (tgt, ins.addr)))
+                        continue
+                    if tgt <= ins.addr:
+                        out.ends.append(PathEnd("backedge", f"loop back edge {ins.addr:#x} -> {tgt:#x} (first iteration only)",
+                                                tuple(mm.path), reached, (tgt, ins.addr)))
+                        continue
+                    if back and tgt == ins.addr + ins.size:
+                        # leaving the loop [back, here] after any number of iterations: what the
+                        # body writes is unknown, and the conditions met inside iteration 1 no
+                        # longer hold (the path keeps the conditions from before the loop)
+                        head = back[0]
+                        key = (head, ins.addr)
+                        if key not in loop_writes:
+                            lo, hi = c.index[head], c.index[ins.addr]
+                            loop_writes[key] = [d for i in code[lo:hi + 1] for d in mm.destinations(i)]
+                        mm.havoc(loop_writes[key], f"value after the loop {head:#x}-{ins.addr:#x}")
+                        entry = mm.loop_entry.get(head)
+                        mm.path = list(mm.path[:entry]) if entry is not None else mm.path[:-1]
+                        out.loop_exits += 1
+                    if tgt not in c.index:
+                        out.ends.append(PathEnd("unsupported", f"branch into the middle of an instruction at {tgt:#x}",
+                                                tuple(mm.path), reached))
+                        continue
+                    push(mm, c.index[tgt], reached)
+                break
+            try:
+                r = m.step(ins)
+            except Unsupported as e:
+                out.ends.append(PathEnd("unsupported", f"{e} at {ins.addr:#x}: {ins.text}", tuple(m.path), reached))
+                break
+            if r == "access":
+                touched = frozenset()
+                for acc in m.last_access:
+                    g = frozenset(goal(acc))
+                    acc.first = g - reached
+                    out.accesses.append(acc)
+                    touched |= g
+                reached = reached | touched
+                if targets and targets <= reached:
+                    out.ends.append(PathEnd("goal", f"all buffers reached at {ins.addr:#x}", tuple(m.path), reached))
+                    break
+            idx += 1
+    return out
+
+
+def _conj(cs: List[Expr]) -> Expr:
+    out = Const(1, 1)
+    for x in cs:
+        out = X.band(out, x)
+    return out
+
+
+def _has_opaque(e: Expr) -> bool:
+    if isinstance(e, Sym):
+        return e.kind == "opaque"
+    if isinstance(e, Const):
+        return False
+    return any(s.kind == "opaque" for s in X.symbols(e).values())
+
+
+class _NoMerge(Exception):
+    pass
+
+
+def merge_states(a: Machine, b: Machine) -> Optional[Machine]:
+    """One state standing for both ``a`` and ``b`` at the same instruction: path condition
+    ``prefix and (rest_a or rest_b)``, each differing register ``ite(rest_a, va, vb)``, or a
+    fresh opaque value where either side is data (opaque).  None when the two cannot be
+    merged (a lane mask against a scalar value).  Data (opaque) on both sides becomes a
+    fresh opaque value; anything else becomes a select, which keeps addresses exact."""
+    pa, pb = a.path, b.path
+    k = 0
+    while k < min(len(pa), len(pb)) and pa[k] is pb[k]:
+        k += 1
+    ca, cb = _conj(pa[k:]), _conj(pb[k:])
+    m = a.clone()
+    m._opaque_n = max(getattr(a, "_opaque_n", 0), getattr(b, "_opaque_n", 0))
+
+    def mv(x, y):
+        if x is y:
+            return x
+        if isinstance(x, LaneMask) and isinstance(y, LaneMask):
+            return LaneMask(mv(x.bit, y.bit))
+        if isinstance(x, Expr) and isinstance(y, Expr) and x.width == y.width:
+            if isinstance(x, Sym) and x.kind == "opaque" and isinstance(y, Sym) and y.kind == "opaque":
+                return m.opaque(x.width, "data merged where two paths join")
+            return X.ite(ca, x, y)     # the prover splits selects that differ in what they depend on
+        raise _NoMerge()
+
+    try:
+        for key in set(a.sgpr) | set(b.sgpr):
+            if key in a.sgpr and key in b.sgpr:
+                m.sgpr[key] = mv(a.sgpr[key], b.sgpr[key])
+            else:
+                m.sgpr.pop(key, None)        # written on one side only: unknown, read as opaque
+        for key in set(a.vgpr) | set(b.vgpr):
+            if key in a.vgpr and key in b.vgpr:
+                la, lb = a.vgpr[key], b.vgpr[key]
+                m.vgpr[key] = la if la is lb else [mv(x, y) for x, y in zip(la, lb)]
+            else:
+                m.vgpr.pop(key, None)
+        m.exec = mv(a.exec, b.exec)
+        m.scc = mv(a.scc, b.scc)
+    except _NoMerge:
+        return None
+    m.path = list(pa[:k]) + ([X.bor(ca, cb)] if (pa[k:] or pb[k:]) else [])
+    la, lb = getattr(a, "loop_entry", {}), getattr(b, "loop_entry", {})
+    m.loop_entry = {h: min(la.get(h, k), lb.get(h, k), k) for h in set(la) | set(lb)}
+    m.notes = list(dict.fromkeys(a.notes + b.notes))
+    return m
+
+
+def _feasible(solver: z3.Solver, conds: List[Expr], memo=None, vs=None) -> bool:
+    """Is the conjunction of ``conds`` satisfiable (or undecided within the timeout)?
+    ``memo``/``vs`` carry Z3 translations across calls."""
+    if any(isinstance(c, Const) and c.value == 0 for c in conds):
+        return False
+    memo = {} if memo is None else memo
+    vs = {} if vs is None else vs
+    solver.push()
+    for c in conds:
+        if not isinstance(c, Const):
+            solver.add(holds_bv(c, memo, vs))
+    r = solver.check()
+    solver.pop()
+    return r != z3.unsat
+
+
+class ReplayBudget(Exception):
+    """The concrete run needed more than its instruction budget (a long loop)."""
+
+
+def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 60_000,
+                 occurrence: int = 1) -> Optional[List[Access]]:
+    """Run one wave concretely until the instruction at ``stop_addr`` executes for the
+    ``occurrence``-th time (default the first: later ones are later loop iterations); return
+    its per-lane accesses (None if it is never reached that often).  Raises Unsupported, and
+    ReplayBudget past ``max_steps`` instructions."""
+    c = _Code(code)
+    idx = 0
+    steps = 0
+    while idx < len(code):
+        ins = code[idx]
+        steps += 1
+        if steps > max_steps:
+            raise ReplayBudget(f"more than {max_steps} instructions before {stop_addr:#x}")
+        mn = ins.mnemonic
+        if mn == "s_endpgm":
+            return None
+        if mn.startswith(("s_branch", "s_cbranch")):
+            cond = branch_condition(m, ins)
+            if cond is not None and not isinstance(cond, Const):
+                raise Unsupported(f"branch condition at {ins.addr:#x} not concrete ({cond!r})")
+            taken = cond is None or cond.value == 1
+            if taken:
+                if ins.target not in c.index:
+                    raise Unsupported(f"branch target {ins.target} not an instruction")
+                idx = c.index[ins.target]
+            else:
+                idx += 1
+            continue
+        r = m.step(ins)
+        if ins.addr == stop_addr:
+            occurrence -= 1
+            if occurrence <= 0:
+                return m.last_access if r == "access" else None
+        idx += 1
+    return None

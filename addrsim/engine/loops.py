@@ -1,0 +1,320 @@
+"""Every iteration of a loop: an inductive invariant over its back edge.
+
+The address check (addrsim.prove.check) proves the first access of a buffer on each path: inside a
+loop, the first iteration.  For the others this module proves, by induction over the
+iterations, that workgroup (batch_id, head_id) and workgroup (0, 0) keep the same distance in
+every loop-carried register that an access of the buffer depends on:
+
+    I:  r(batch_id, head_id) = r(0, 0) + D_r    for every register r in the cone,
+
+where D_r is that difference on entering the loop.  One generic iteration is executed
+symbolically from a state where every register the body writes is a fresh "carried" symbol
+rho_r (the (batch_id, head_id) copy); the (0, 0) copy is the same body with the ids set to 0
+and rho_r replaced by rho_r - D_r.  Then
+
+    step:    for every pair of paths through the body, r' = r'_00 + D_r at the back edge
+             (the per-iteration step of r is the same for every (batch_id, head_id)), and
+    access:  every access of the buffer in the body is at address_00 + expected(batch_id, head_id),
+
+both for every rho (all claims in bv, hardware arithmetic).  I holds on entry, so the two
+together prove the access for every iteration.  The cone is closed under the body: a register
+an access or a cone register's next value depends on is in the cone; registers outside it
+are independent unknowns in the (0, 0) copy (sound: nothing is assumed about them).  A
+64-bit register pair whose high half takes the low half's carry (a V# or global base
+advanced by s_add_u32/s_addc_u32) is one 64-bit register of the invariant, and its low 48
+bits are assumed to stay a canonical user address (below 2**47) in both copies: the one
+assumption of the induction beyond the models, stated in every loop verdict.
+
+A failed step is not yet a counterexample (rho ranges over values no iteration may reach):
+two workgroups are run on the concrete interpreter for the first iterations, and only an
+iteration whose offsets differ is reported; otherwise the verdict is "unknown" with the
+register whose step differs.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import product
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from addrsim.ir import expr as X
+from addrsim.loader.disasm import Instr
+from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.engine.machine import LaneMask, SymbolicLane
+
+MAX_PAIRS = 16          # path pairs (and access pairs) checked per loop
+CANONICAL = 1 << 47     # user-mode addresses lie below 2**47 (as in addrsim.prove.check.PTR_LIMIT)
+REPLAY_ITERATIONS = 4   # iterations the concrete interpreter runs to confirm a failed step
+
+
+@dataclass
+class Body:
+    """One generic iteration of the loop [head, end] (addresses) from one entry state.
+
+    ``carried``: register name -> (carried symbol, value on entry); ``backs``: states at
+    the back edge; ``accesses``: the body's accesses; ``unsupported``: why the body could not
+    be executed (empty when it was)."""
+
+    head: int
+    end: int
+    carried: Dict[str, Tuple[Sym, Optional[Expr]]]
+    backs: list
+    accesses: list
+    unsupported: str = ""
+
+
+def loops_of(code: List[Instr]) -> List[Tuple[int, int]]:
+    """(header, back-edge branch) addresses of every backward branch, innermost last."""
+    out = {(i.target, i.addr) for i in code if i.mnemonic.startswith(("s_branch", "s_cbranch"))
+           and i.target is not None and i.target <= i.addr}
+    return sorted(out, key=lambda l: (l[0], -l[1]))
+
+
+def generic_iteration(code: List[Instr], entry: SymbolicLane, head: int, end: int, goal) -> Body:
+    """Execute one iteration of [head, end] from ``entry`` with every register the body
+    writes replaced by a carried symbol (named ``sN@head`` / ``vN@head``, 32 bits)."""
+    from addrsim.engine.explore import explore
+    idx = {i.addr: n for n, i in enumerate(code)}
+    lo, hi = idx[head], idx[end]
+    m = entry.clone()
+    carried: Dict[str, Tuple[Sym, Optional[Expr]]] = {}
+    for ins in code[lo:hi + 1]:
+        for d in m.destinations(ins):
+            if d == "scc":
+                m.scc = m.opaque(1, f"SCC in the loop {head:#x}")
+            elif d == "exec":
+                m.exec = m.opaque(64, f"EXEC in the loop {head:#x}")
+            else:
+                f, base, n = d
+                for k in range(n):
+                    name = f"{f}{base + k}@{head:#x}"
+                    if name in carried:
+                        continue
+                    sym = Sym(name, 32, "carried")
+                    if f == "s":
+                        old = entry.sgpr.get(base + k)
+                        m.sgpr[base + k] = sym
+                    else:
+                        lanes = entry.vgpr.get((f, base + k))
+                        old = lanes[0] if lanes else None
+                        m.vgpr[(f, base + k)] = [sym] * m.nlanes
+                    carried[name] = (sym, old if isinstance(old, Expr) else None)
+    m.path = list(entry.path)
+    ex = explore(code, m, goal, set(), start=lo, region=(head, end), body_of=head)
+    bad = [e for e in ex.ends if e.reason in ("unsupported", "budget")]
+    return Body(head, end, carried, ex.back_states, ex.accesses,
+                "; ".join(sorted({e.detail for e in bad}))[:300])
+
+
+@dataclass
+class Induction:
+    """Result of :func:`induction` for one buffer: ``verdict`` proved | refuted | unknown |
+    unsupported; ``claims`` the (conditions, claim, what) obligations when built."""
+
+    verdict: str
+    reason: str = ""
+    loop: Tuple[int, int] = (0, 0)
+    obligations: List[Tuple[List[Expr], Expr, str, int]] = field(default_factory=list)
+
+
+def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], expected: Expr,
+                env: Dict[str, Expr], first_pcs=frozenset()) -> Induction:
+    """The step and access obligations of ``body`` for the buffer at pointer argument
+    ``ptr``: a list of (conditions, 1-bit claim, description, access pc, fallback obligation
+    or None, tried when the first does not hold), all over the
+    kernel-argument-free symbols (``env`` substitutes the host contract).
+
+    An access whose first iteration the address check already proved (its pc in
+    ``first_pcs``) gets the cheaper translation obligation: its (batch_id, head_id) minus
+    (0, 0) offset, for register differences D, is the same from every pair of loop-carried
+    states, so it equals the first iteration's, which is the expected one."""
+    loop = (body.head, body.end)
+    if body.unsupported:
+        return Induction("unsupported", f"loop {body.head:#x}-{body.end:#x}: {body.unsupported}", loop)
+    entry_vals = {name: v for name, (sym, v) in body.carried.items() if v is not None}
+    at_entry = {sym.name: v for name, (sym, v) in body.carried.items() if v is not None}
+    accs = [a for a in body.accesses if pointers_in(X.substitute(a.base, at_entry)) == [ptr]]
+    if not accs:
+        return Induction("proved", "", loop)       # the loop does not touch the buffer
+    if not body.backs:
+        return Induction("proved", "", loop)       # no path through the body comes back
+    # the cone of carried registers the accesses depend on, closed under the body
+    syms = {sym.name: name for name, (sym, v) in body.carried.items()}
+
+    def carried_in(e: Expr):
+        return {n for n in X.symbols(e) if n in syms}
+
+    cone = set()
+    for a in accs:
+        cone |= carried_in(a.address)
+    work = list(cone)
+    while work:
+        r = work.pop()
+        reg = syms[r]
+        for b in body.backs:
+            v = _value(b, reg)
+            if v is None:
+                return Induction("unsupported", f"loop {body.head:#x}: register {reg} has no value at the back edge",
+                                 loop)
+            for n in carried_in(v) - cone:
+                cone.add(n)
+                work.append(n)
+    for r in sorted(cone):
+        sym, v = body.carried[syms[r]]
+        if v is None or _opaque(v):
+            return Induction("unsupported", f"loop {body.head:#x}: the address depends on register {syms[r]}, "
+                                            f"which holds data on entry", loop)
+        for b in body.backs:
+            if _opaque(_value(b, syms[r])):
+                return Induction("unsupported", f"loop {body.head:#x}: register {syms[r]} is loop-carried data",
+                                 loop)
+    for a in accs:
+        if _opaque(a.address):
+            return Induction("unsupported", f"loop {body.head:#x}: the access at {a.instr.addr:#x} depends on data",
+                             loop)
+    # 64-bit register pairs (s[2k:2k+1], v[2k:2k+1]) whose high half takes the carry of the
+    # low half: their invariant is on the 64-bit value, not on each half
+    pairs = []
+    for r in sorted(cone):
+        reg = syms[r]
+        f, n = reg.split("@")[0][0], int(reg.split("@")[0][1:])
+        if n % 2:
+            continue
+        hi_reg = f"{f}{n + 1}@{reg.split('@')[1]}"
+        hi = body.carried.get(hi_reg)
+        if hi is None or hi[0].name not in cone:
+            continue
+        if any(r in X.symbols(_value(b, hi_reg)) for b in body.backs):
+            pairs.append((r, hi[0].name))
+    paired = {x for pr in pairs for x in pr}
+
+    def entry_of(symname):
+        return X.substitute(body.carried[syms[symname]][1], env)
+
+    # each difference D is a fresh symbol defined by a hypothesis (the step claims are then
+    # linear in it; only the access claims need its definition)
+    delta, other, defs = {}, dict(zero_ids), []
+    ids = set(zero_ids)
+    for r in cone - paired:
+        v = entry_of(r)
+        if not ids & set(X.symbols(v)):
+            delta[r] = Const(0, 32)    # the same in every workgroup (a counter, an LDS offset)
+            continue
+        d = Sym(f"D({r})", 32, "carried")
+        defs.append(X.eq(d, X.sub(v, X.substitute(v, zero_ids))))
+        delta[r] = d
+    for lo, hi in pairs:
+        v = X.concat(entry_of(hi), entry_of(lo))
+        if not ids & set(X.symbols(v)):
+            delta[(lo, hi)] = Const(0, 64)
+            continue
+        d = Sym(f"D({lo}:{hi})", 64, "carried")
+        defs.append(X.eq(d, X.sub(v, X.substitute(v, zero_ids))))
+        delta[(lo, hi)] = d
+        moved = X.sub(X.concat(Sym(hi, 32, "carried"), Sym(lo, 32, "carried")), d)
+        other[lo] = X.extract(moved, 31, 0)
+        other[hi] = X.extract(moved, 63, 32)
+    for name, (sym, v) in body.carried.items():
+        if sym.name in paired:
+            continue
+        if sym.name in cone:
+            other[sym.name] = X.sub(sym, delta[sym.name])
+        else:
+            other[sym.name] = Sym(sym.name + "'", 32, "carried")   # independent in the other copy
+
+    def both(e):
+        e = X.substitute(e, env)
+        return e, X.substitute(e, other)
+
+    # assumption: a 64-bit pair's low 48 bits (a V# or global base) stay in the canonical
+    # user address range [0, 2**47) in both copies, as the pointer arguments do
+    canon = []
+    for lo, hi in pairs:
+        pair = X.concat(Sym(hi, 32, "carried"), Sym(lo, 32, "carried"))
+        for e in (pair, X.substitute(pair, other)):
+            canon.append(X.ult(X.extract(e, 47, 0), Const(CANONICAL, 48)))
+    out: List[Tuple[List[Expr], Expr, str, int]] = []
+    pairs_pq = list(product(body.backs, body.backs))
+    n_acc = sum(1 for a in accs for b in accs if a.instr.addr == b.instr.addr)
+    if len(pairs_pq) > MAX_PAIRS or n_acc > MAX_PAIRS:
+        return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {len(pairs_pq)} back-edge path pairs and "
+                                   f"{n_acc} access pairs, more than the {MAX_PAIRS} checked: obligations cut", loop)
+    for p, q in pairs_pq:
+        # the step claims hold for any difference D (no definition needed): linear, fast
+        conds = canon + [both(c)[0] for c in p.path] + [both(c)[1] for c in q.path]
+        for r in sorted(cone - paired):
+            vp = both(_value(p, syms[r]))[0]
+            vq = both(_value(q, syms[r]))[1]
+            out.append((conds, X.eq(vp, X.add(vq, delta[r])), f"step of {syms[r]}", 0, None))
+        for lo, hi in pairs:
+            vp = both(X.concat(_value(p, syms[hi]), _value(p, syms[lo])))[0]
+            vq = both(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))[1]
+            out.append((conds, X.eq(vp, X.add(vq, delta[(lo, hi)])),
+                        f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None))
+    apairs = [(a, b) for a in accs for b in accs if a.instr.addr == b.instr.addr]
+    for a, b in apairs:
+        conds = defs + canon + [both(c)[0] for c in a.path] + [both(a.active)[0]] + [both(c)[1] for c in b.path] \
+            + [both(b.active)[1]]
+        aa, bb = both(a.address)[0], both(b.address)[1]
+        direct = (conds, X.eq(aa, X.add(bb, expected)), f"access at {a.instr.addr:#x}", a.instr.addr)
+        if a.instr.addr in first_pcs:
+            # the cheap translation obligation first, the direct one if it does not hold
+            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids) + (direct,))
+        else:
+            out.append(direct + (None,))
+    return Induction("built", "", loop, out)
+
+
+def _value(m, reg: str) -> Optional[Expr]:
+    f = reg.split("@")[0]
+    kind, n = f[0], int(f[1:])
+    if kind == "s":
+        v = m.sgpr.get(n)
+    else:
+        lanes = m.vgpr.get((kind, n))
+        v = lanes[0] if lanes else None
+    return v if isinstance(v, Expr) else None
+
+
+def _opaque(e: Optional[Expr]) -> bool:
+    return e is None or any(s.kind == "opaque" for s in X.symbols(e).values())
+
+
+def _translation(a, b, cone, pairs, syms, body, env, zero_ids):
+    """Obligation: for free differences D and any two (0, 0)-copy states x and y (canonical
+    pointer pairs), addr(x + D, ids) - addr(x, 0) == addr(y + D, ids) - addr(y, 0).  A
+    pair's D moves its low 48 bits only (its high 16 bits are equal in both workgroups)."""
+    paired = {x for pr in pairs for x in pr}
+    d = {r: Sym(f"T({r})", 32, "carried") for r in cone - paired}
+    d.update({pr: Sym(f"T({pr[0]}:{pr[1]})", 48, "carried") for pr in pairs})
+    conds: List[Expr] = []
+
+    def instance(tag: str, shifted: bool) -> Dict[str, Expr]:
+        sub: Dict[str, Expr] = {} if shifted else dict(zero_ids)
+        for name, (sym, v) in body.carried.items():
+            if sym.name not in cone:
+                sub[sym.name] = Sym(f"{sym.name}{tag}{'+' if shifted else ''}", 32, "carried")
+        for r in cone - paired:
+            x = Sym(f"{r}{tag}", 32, "carried")
+            sub[r] = X.add(x, d[r]) if shifted else x
+        for lo, hi in pairs:
+            # the 48-bit base moves by D; the high 16 bits (a V#'s stride) stay those of the
+            # (0, 0) copy: both workgroups set them from the same arguments
+            x = X.concat(Sym(f"{hi}{tag}", 32, "carried"), Sym(f"{lo}{tag}", 32, "carried"))
+            b48 = X.extract(x, 47, 0)
+            if shifted:        # a fresh 48-bit base, defined by a hypothesis: linear for the solver
+                moved = Sym(f"{lo}:{hi}{tag}+", 48, "carried")
+                conds.append(X.eq(moved, X.add(b48, d[(lo, hi)])))
+                b48 = moved
+            conds.append(X.ult(b48, Const(CANONICAL, 48)))
+            v = X.concat(X.extract(x, 63, 48), b48)
+            sub[lo], sub[hi] = X.extract(v, 31, 0), X.extract(v, 63, 32)
+        return sub
+
+    terms = []
+    for tag in ("~x", "~y"):
+        s1, s0 = instance(tag, True), instance(tag, False)
+        for acc, sub in ((a, s1), (b, s0)):
+            conds.extend(X.substitute(X.substitute(c, env), sub) for c in list(acc.path) + [acc.active])
+        terms.append(X.sub(X.substitute(X.substitute(a.address, env), s1),
+                           X.substitute(X.substitute(b.address, env), s0)))
+    return conds, X.eq(terms[0], terms[1]), f"access at {a.instr.addr:#x}", a.instr.addr

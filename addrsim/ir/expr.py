@@ -1,0 +1,634 @@
+"""Bit-vector expression IR shared by the semantics, the symbolic executor and the prover.
+
+An expression is an immutable tree of :class:`Const`, :class:`Sym` and :class:`Op` nodes, each
+with a width in bits (width 1 is a boolean).  The operators follow SMT-LIB's fixed-size
+bit-vector theory (unsigned wraparound at ``width`` bits), which is also how the CDNA3/CDNA4
+ALUs compute (AMD Instinct MI300 ISA Reference Guide, sections 4 "Scalar ALU operations" and
+6 "Vector ALU operations": results are truncated to the destination width).
+
+``CONCRETE_OPS`` is the reference meaning of every operator on Python integers; the
+constructors below fold constants with it, so the concrete interpreter and the symbolic
+executor cannot disagree about what an operator means.
+
+Constructors simplify a little (constant folding, neutral elements, extract/concat
+fusion, masks that cannot change a value); everything else is left to the solver.
+"""
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, Optional, Tuple
+
+
+def mask(width: int) -> int:
+    """All-ones value of ``width`` bits."""
+    return (1 << width) - 1
+
+
+def to_signed(value: int, width: int) -> int:
+    """Two's-complement reading of an unsigned ``width``-bit integer."""
+    value &= mask(width)
+    return value - (1 << width) if value >> (width - 1) else value
+
+
+class Expr:
+    """Base class of IR nodes.  ``width`` is the size in bits (1 for booleans)."""
+
+    __slots__ = ()
+    width: int
+
+    # operator sugar keeps semantics code short; all of it goes through the constructors
+    def __add__(self, o): return add(self, _lift(o, self.width))
+    def __sub__(self, o): return sub(self, _lift(o, self.width))
+    def __mul__(self, o): return mul(self, _lift(o, self.width))
+    def __and__(self, o): return and_(self, _lift(o, self.width))
+    def __or__(self, o): return or_(self, _lift(o, self.width))
+
+
+@dataclass(frozen=True, eq=False)
+class Const(Expr):
+    """A ``width``-bit constant; ``value`` is kept in [0, 2**width)."""
+
+    value: int
+    width: int
+
+    def __post_init__(self):
+        object.__setattr__(self, "value", self.value & mask(self.width))
+
+    def __repr__(self):
+        return f"{self.value:#x}:{self.width}" if self.value > 9 else f"{self.value}:{self.width}"
+
+
+@dataclass(frozen=True, eq=False)
+class Sym(Expr):
+    """A named ``width``-bit unknown.
+
+    ``kind`` says where it comes from: ``arg`` (a kernel argument from the metadata), ``ptr``
+    (the 48-bit address held by a pointer argument), ``id`` (workgroup id), ``lane``
+    (work-item id), ``shape`` (a problem dimension of a model), ``opaque`` (a value addrsim
+    does not model: data loaded from memory, floating point, an unknown instruction; ``note``
+    says which).
+    """
+
+    name: str
+    width: int
+    kind: str = "arg"
+    note: str = ""
+
+    def __repr__(self):
+        return self.name
+
+
+@dataclass(frozen=True, eq=False)
+class Op(Expr):
+    """Operator node.  ``params`` carries static operands (extract bounds, target widths)."""
+
+    op: str
+    args: Tuple[Expr, ...]
+    width: int
+    params: Tuple[int, ...] = ()
+    _key: int = field(default=0, compare=False, repr=False)
+    _mb: int = field(default=-1, compare=False, repr=False)     # cached maxbits
+    _lz: int = field(default=-1, compare=False, repr=False)     # cached lowzeros
+
+    def __repr__(self):
+        p = f"{list(self.params)}" if self.params else ""
+        return f"{self.op}{p}({', '.join(map(repr, self.args))})"
+
+
+def _lift(o, width):
+    return o if isinstance(o, Expr) else Const(int(o), width)
+
+
+# --------------------------------------------------------------------------------------
+# Reference meaning of each operator on unsigned Python integers.
+# f(args_values, arg_widths, params, result_width) -> unsigned result
+# --------------------------------------------------------------------------------------
+
+def _shift_amount(v: int, w: int) -> int:
+    return v  # callers mask the shift amount the way the ISA does
+
+
+CONCRETE_OPS: Dict[str, Callable] = {
+    "add": lambda a, ws, p, w: (a[0] + a[1]) & mask(w),
+    "sub": lambda a, ws, p, w: (a[0] - a[1]) & mask(w),
+    "mul": lambda a, ws, p, w: (a[0] * a[1]) & mask(w),
+    "mulhu": lambda a, ws, p, w: ((a[0] * a[1]) >> w) & mask(w),
+    "mulhs": lambda a, ws, p, w: ((to_signed(a[0], w) * to_signed(a[1], w)) >> w) & mask(w),
+    "and": lambda a, ws, p, w: a[0] & a[1],
+    "or": lambda a, ws, p, w: a[0] | a[1],
+    "xor": lambda a, ws, p, w: a[0] ^ a[1],
+    "not": lambda a, ws, p, w: ~a[0] & mask(w),
+    "shl": lambda a, ws, p, w: (a[0] << a[1]) & mask(w) if a[1] < w else 0,
+    "lshr": lambda a, ws, p, w: a[0] >> a[1] if a[1] < w else 0,
+    "ashr": lambda a, ws, p, w: (to_signed(a[0], w) >> min(a[1], w - 1)) & mask(w),
+    "zext": lambda a, ws, p, w: a[0],
+    "sext": lambda a, ws, p, w: to_signed(a[0], ws[0]) & mask(w),
+    "extract": lambda a, ws, p, w: (a[0] >> p[1]) & mask(w),
+    "concat": lambda a, ws, p, w: (a[0] << ws[1]) | a[1],
+    "ite": lambda a, ws, p, w: a[1] if a[0] else a[2],
+    "eq": lambda a, ws, p, w: int(a[0] == a[1]),
+    "ult": lambda a, ws, p, w: int(a[0] < a[1]),
+    "ule": lambda a, ws, p, w: int(a[0] <= a[1]),
+    "slt": lambda a, ws, p, w: int(to_signed(a[0], ws[0]) < to_signed(a[1], ws[1])),
+    "sle": lambda a, ws, p, w: int(to_signed(a[0], ws[0]) <= to_signed(a[1], ws[1])),
+    "udiv": lambda a, ws, p, w: (a[0] // a[1]) if a[1] else mask(w),
+    "urem": lambda a, ws, p, w: (a[0] % a[1]) if a[1] else a[0],
+}
+
+
+# --------------------------------------------------------------------------------------
+# IEEE-754 binary32 operators on bit patterns (round to nearest even, the MODE register's
+# reset value: MI300 ISA guide section 3.4 "Mode register").  ``f32_rcp`` is the *nominal*
+# reciprocal (correctly rounded); the hardware's V_RCP_F32 is only accurate to 1 ULP (ISA
+# guide, VOP1 opcode table), so proofs never rely on this value: see addrsim.prove.idioms.
+# --------------------------------------------------------------------------------------
+
+def _f32(bits: int) -> float:
+    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
+
+
+def _bits(x: float) -> int:
+    try:
+        return struct.unpack("<I", struct.pack("<f", x))[0]
+    except OverflowError:
+        return 0x7F800000 if x > 0 else 0xFF800000
+
+
+def _f32_rcp(bits: int) -> int:
+    x = _f32(bits)
+    if x == 0.0:
+        return 0xFF800000 if (bits >> 31) else 0x7F800000
+    if math.isinf(x):
+        return 0x80000000 if x < 0 else 0
+    if math.isnan(x):
+        return 0x7FC00000
+    return _bits(1.0 / x)
+
+
+def _f32_to_u32(bits: int) -> int:
+    x = _f32(bits)
+    if math.isnan(x) or x <= 0.0:
+        return 0
+    if x >= 4294967296.0:
+        return 0xFFFFFFFF
+    return int(x)
+
+
+FLOAT_OPS = ("f32_from_u32", "f32_rcp", "f32_mul", "u32_from_f32")
+
+CONCRETE_OPS.update({
+    "f32_from_u32": lambda a, ws, p, w: _bits(float(a[0])),
+    "f32_rcp": lambda a, ws, p, w: _f32_rcp(a[0]),
+    "f32_mul": lambda a, ws, p, w: _bits(_f32(a[0]) * _f32(a[1])),
+    "u32_from_f32": lambda a, ws, p, w: _f32_to_u32(a[0]),
+})
+
+
+def select(array: Sym, offset: Expr) -> Expr:
+    """The 32-bit word at byte ``offset`` (64-bit Expr) of the memory ``array`` (a Sym naming
+    a kernel pointer argument or a model array): what an ``s_load_dword`` from a buffer the
+    kernel reads (a sequence-start array) returns.  Concretely evaluated from
+    ``env[array.name + "[]"]``, a dict offset -> value."""
+    if offset.width != 64:
+        raise ValueError("select offset must be 64 bits")
+    return Op("sel", (array, offset), 32)
+
+
+def fop(op: str, *args: Expr) -> Expr:
+    """A binary32 operator node (``op`` in FLOAT_OPS); folds constants."""
+    for a in args:
+        if a.width != 32:
+            raise ValueError(f"{op} needs 32-bit operands")
+    return _mk(op, tuple(args), 32)
+
+
+def _mk(op: str, args: Tuple[Expr, ...], width: int, params: Tuple[int, ...] = ()) -> Expr:
+    if all(isinstance(a, Const) for a in args):
+        v = CONCRETE_OPS[op]([a.value for a in args], [a.width for a in args], params, width)
+        return Const(v, width)
+    return Op(op, args, width, params)
+
+
+def _is(e: Expr, v: int) -> bool:
+    return isinstance(e, Const) and e.value == (v & mask(e.width))
+
+
+def maxbits(e: Expr) -> int:
+    """An upper bound on the number of significant (possibly non-zero) low bits of ``e``
+    (cached on the node: linear in the DAG, not the tree)."""
+    if isinstance(e, Const):
+        return e.value.bit_length()
+    if isinstance(e, Sym):
+        return e.width
+    if e._mb < 0:
+        object.__setattr__(e, "_mb", _maxbits(e))
+    return e._mb
+
+
+def _maxbits(e: Op) -> int:
+    op, a = e.op, e.args
+    if op == "zext":
+        return maxbits(a[0])
+    if op == "concat":
+        return maxbits(a[1]) if _is(a[0], 0) else a[1].width + maxbits(a[0])
+    if op == "and":
+        return min(maxbits(a[0]), maxbits(a[1]))
+    if op in ("or", "xor"):
+        return max(maxbits(a[0]), maxbits(a[1]))
+    if op == "lshr" and isinstance(a[1], Const):
+        return max(maxbits(a[0]) - a[1].value, 0)
+    if op == "shl" and isinstance(a[1], Const):
+        return min(e.width, maxbits(a[0]) + a[1].value)
+    if op == "add":
+        return min(e.width, max(maxbits(a[0]), maxbits(a[1])) + 1)
+    if op == "mul":
+        return min(e.width, maxbits(a[0]) + maxbits(a[1]))
+    if op == "extract":
+        return min(e.width, max(maxbits(a[0]) - e.params[1], 0))
+    if op == "ite":
+        return max(maxbits(a[1]), maxbits(a[2]))
+    if e.width == 1:
+        return 1
+    return e.width
+
+
+def lowzeros(e: Expr) -> int:
+    """A lower bound on the number of trailing zero bits of ``e`` (cached on the node)."""
+    if isinstance(e, Const):
+        return e.width if e.value == 0 else (e.value & -e.value).bit_length() - 1
+    if isinstance(e, Sym):
+        return 0
+    if e._lz < 0:
+        object.__setattr__(e, "_lz", _lowzeros(e))
+    return e._lz
+
+
+def _lowzeros(e: Op) -> int:
+    op, a = e.op, e.args
+    if op == "shl" and isinstance(a[1], Const):
+        return min(e.width, lowzeros(a[0]) + a[1].value)
+    if op == "mul":
+        return min(e.width, lowzeros(a[0]) + lowzeros(a[1]))
+    if op in ("add", "or", "xor", "ite"):
+        return min(lowzeros(x) for x in (a if op != "ite" else a[1:]))
+    if op == "and":
+        return max(lowzeros(a[0]), lowzeros(a[1]))
+    if op == "concat":
+        return lowzeros(a[1]) if not _is(a[1], 0) else a[1].width + lowzeros(a[0])
+    if op == "zext":
+        return lowzeros(a[0])
+    return 0
+
+
+# --------------------------------------------------------------------------------------
+# Constructors (with light simplification)
+# --------------------------------------------------------------------------------------
+
+def const(value: int, width: int) -> Const:
+    return Const(value, width)
+
+
+def add(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    if _is(a, 0):
+        return b
+    if _is(b, 0):
+        return a
+    if isinstance(a, Const) and not isinstance(b, Const):
+        a, b = b, a
+    # (x + c1) + c2 -> x + (c1 + c2)
+    if isinstance(b, Const) and isinstance(a, Op) and a.op == "add" and isinstance(a.args[1], Const):
+        return add(a.args[0], _mk("add", (a.args[1], b), a.width))
+    return _mk("add", (a, b), a.width)
+
+
+def sub(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    if _is(b, 0):
+        return a
+    if a is b:
+        return Const(0, a.width)
+    return _mk("sub", (a, b), a.width)
+
+
+def mul(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    if isinstance(a, Const) and not isinstance(b, Const):
+        a, b = b, a
+    if _is(b, 0):
+        return Const(0, a.width)
+    if _is(b, 1):
+        return a
+    return _mk("mul", (a, b), a.width)
+
+
+def mulhu(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    if _is(a, 0) or _is(b, 0):
+        return Const(0, a.width)
+    if maxbits(a) + maxbits(b) <= a.width:
+        return Const(0, a.width)
+    return _mk("mulhu", (a, b), a.width)
+
+
+def mulhs(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    return _mk("mulhs", (a, b), a.width)
+
+
+def and_(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    if isinstance(a, Const) and not isinstance(b, Const):
+        a, b = b, a
+    if _is(b, 0):
+        return Const(0, a.width)
+    if isinstance(b, Const):
+        m, w = b.value, a.width
+        known_zero = (~mask(maxbits(a)) | mask(lowzeros(a))) & mask(w)
+        if (~m & mask(w)) & ~known_zero == 0:      # the mask only clears bits already zero
+            return a
+    if a is b:
+        return a
+    if isinstance(b, Const) and isinstance(a, Op) and a.op == "and" and isinstance(a.args[1], Const):
+        return and_(a.args[0], Const(a.args[1].value & b.value, a.width))   # (x & c1) & c2
+    return _mk("and", (a, b), a.width)
+
+
+def or_(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    if isinstance(a, Const) and not isinstance(b, Const):
+        a, b = b, a
+    if _is(b, 0):
+        return a
+    if a is b:
+        return a
+    return _mk("or", (a, b), a.width)
+
+
+def xor(a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    if _is(b, 0):
+        return a
+    if _is(a, 0):
+        return b
+    return _mk("xor", (a, b), a.width)
+
+
+def not_(a: Expr) -> Expr:
+    return _mk("not", (a,), a.width)
+
+
+def shl(a: Expr, s: Expr) -> Expr:
+    """``a << s`` with ``s`` already reduced by the caller; shifts >= width give 0."""
+    s = _fit(s, a.width)
+    if _is(s, 0):
+        return a
+    return _mk("shl", (a, s), a.width)
+
+
+def lshr(a: Expr, s: Expr) -> Expr:
+    s = _fit(s, a.width)
+    if _is(s, 0):
+        return a
+    if isinstance(s, Const) and maxbits(a) <= s.value:
+        return Const(0, a.width)
+    return _mk("lshr", (a, s), a.width)
+
+
+def ashr(a: Expr, s: Expr) -> Expr:
+    s = _fit(s, a.width)
+    if _is(s, 0):
+        return a
+    return _mk("ashr", (a, s), a.width)
+
+
+def zext(a: Expr, width: int) -> Expr:
+    if width == a.width:
+        return a
+    assert width > a.width, (width, a.width)
+    if isinstance(a, Op) and a.op == "zext":
+        return zext(a.args[0], width)
+    return _mk("zext", (a,), width)
+
+
+def sext(a: Expr, width: int) -> Expr:
+    if width == a.width:
+        return a
+    assert width > a.width
+    return _mk("sext", (a,), width)
+
+
+def extract(a: Expr, hi: int, lo: int) -> Expr:
+    """Bits ``hi``..``lo`` (inclusive) of ``a``."""
+    w = hi - lo + 1
+    assert 0 <= lo <= hi < a.width, (hi, lo, a.width)
+    if lo == 0 and w == a.width:
+        return a
+    if isinstance(a, Op):
+        if a.op == "extract":
+            return extract(a.args[0], hi + a.params[1], lo + a.params[1])
+        if a.op == "concat":
+            h, l = a.args
+            if hi < l.width:
+                return extract(l, hi, lo)
+            if lo >= l.width:
+                return extract(h, hi - l.width, lo - l.width)
+        if a.op == "zext":
+            inner = a.args[0]
+            if hi < inner.width:
+                return extract(inner, hi, lo)
+            if lo >= inner.width:
+                return Const(0, w)
+            return zext(extract(inner, inner.width - 1, lo), w)
+        if a.op in ("and", "or", "xor"):
+            return {"and": and_, "or": or_, "xor": xor}[a.op](extract(a.args[0], hi, lo), extract(a.args[1], hi, lo))
+        if a.op in ("add", "sub", "mul") and lo == 0:
+            f = {"add": add, "sub": sub, "mul": mul}[a.op]
+            return f(extract(a.args[0], hi, 0), extract(a.args[1], hi, 0))
+        if a.op == "ite":
+            return ite(a.args[0], extract(a.args[1], hi, lo), extract(a.args[2], hi, lo))
+    if lo >= maxbits(a) and not isinstance(a, Const):
+        return Const(0, w)
+    return _mk("extract", (a,), w, (hi, lo))
+
+
+def concat(hi: Expr, lo: Expr) -> Expr:
+    """``hi`` in the upper bits, ``lo`` in the lower bits."""
+    if isinstance(hi, Op) and hi.op == "extract" and isinstance(lo, Op) and lo.op == "extract":
+        if hi.args[0] is lo.args[0] and hi.params[1] == lo.params[0] + 1:
+            return extract(hi.args[0], hi.params[0], lo.params[1])
+    if _is(hi, 0):
+        return zext(lo, hi.width + lo.width)
+    if isinstance(hi, Op) and hi.op == "zext":   # zero high bits stay zero
+        return zext(concat(hi.args[0], lo), hi.width + lo.width)
+    return _mk("concat", (hi, lo), hi.width + lo.width)
+
+
+def ite(c: Expr, a: Expr, b: Expr) -> Expr:
+    _same(a, b)
+    assert c.width == 1
+    if isinstance(c, Const):
+        return a if c.value else b
+    if a is b or (isinstance(a, Const) and isinstance(b, Const) and a.value == b.value):
+        return a
+    if a.width == 1 and _is(a, 1) and _is(b, 0):
+        return c
+    return _mk("ite", (c, a, b), a.width)
+
+
+def eq(a, b):
+    _same(a, b)
+    if a is b:
+        return Const(1, 1)
+    return _mk("eq", (a, b), 1)
+
+
+def ult(a, b): _same(a, b); return _mk("ult", (a, b), 1)
+def ule(a, b): _same(a, b); return _mk("ule", (a, b), 1)
+def slt(a, b): _same(a, b); return _mk("slt", (a, b), 1)
+def sle(a, b): _same(a, b); return _mk("sle", (a, b), 1)
+
+
+def bnot(c: Expr) -> Expr:
+    if isinstance(c, Op) and c.op == "xor" and c.width == 1 and _is(c.args[1], 1):
+        return c.args[0]
+    return xor(c, Const(1, 1))
+
+
+def band(a: Expr, b: Expr) -> Expr: return and_(a, b)
+def bor(a: Expr, b: Expr) -> Expr: return or_(a, b)
+
+
+def udiv(a, b): _same(a, b); return _mk("udiv", (a, b), a.width)
+def urem(a, b): _same(a, b); return _mk("urem", (a, b), a.width)
+
+
+def _same(a: Expr, b: Expr):
+    if a.width != b.width:
+        raise ValueError(f"width mismatch: {a!r} is {a.width} bits, {b!r} is {b.width} bits")
+
+
+def _fit(s: Expr, width: int) -> Expr:
+    if s.width == width:
+        return s
+    if s.width < width:
+        return zext(s, width)
+    if isinstance(s, Const):
+        return Const(min(s.value, mask(width)), width)
+    return ite(ult(s, Const(width, s.width)), extract(s, width - 1, 0), Const(mask(width), width))
+
+
+# --------------------------------------------------------------------------------------
+# Traversal helpers
+# --------------------------------------------------------------------------------------
+
+def walk(e: Expr) -> Iterable[Expr]:
+    """Every node of ``e`` once (by identity), parents before children."""
+    seen = set()
+    stack = [e]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        yield n
+        if isinstance(n, Op):
+            stack.extend(n.args)
+
+
+def shash(e: Expr, memo: Optional[dict] = None) -> int:
+    """Structural hash of ``e`` (equal trees hash equal, whatever their sharing); linear in
+    the number of distinct nodes."""
+    memo = {} if memo is None else memo
+    stack = [(e, False)]
+    while stack:
+        n, done = stack.pop()
+        k = id(n)
+        if k in memo:
+            continue
+        if isinstance(n, Const):
+            memo[k] = hash(("c", n.value, n.width))
+        elif isinstance(n, Sym):
+            memo[k] = hash(("s", n.name, n.width, n.kind))
+        elif done:
+            memo[k] = hash((n.op, n.width, n.params) + tuple(memo[id(a)] for a in n.args))
+        else:
+            stack.append((n, True))
+            stack.extend((a, False) for a in n.args if id(a) not in memo)
+    return memo[id(e)]
+
+
+def symbols(e: Expr) -> Dict[str, Sym]:
+    return {n.name: n for n in walk(e) if isinstance(n, Sym)}
+
+
+def substitute(e: Expr, env: Dict[str, Expr], memo: Optional[dict] = None) -> Expr:
+    """Replace symbols by name with expressions of the same width, re-simplifying."""
+    memo = {} if memo is None else memo
+    k = id(e)
+    if k in memo:
+        return memo[k][1]
+    if isinstance(e, Sym):
+        r = env.get(e.name, e)
+        if r.width != e.width:
+            raise ValueError(f"substitution for {e.name} has width {r.width}, expected {e.width}")
+    elif isinstance(e, Const):
+        r = e
+    else:
+        args = tuple(substitute(a, env, memo) for a in e.args)
+        r = rebuild(e, args)
+    memo[k] = (e, r)
+    return r
+
+
+def rebuild(e: Op, args: Tuple[Expr, ...]) -> Expr:
+    """The node ``e`` with new arguments, through the simplifying constructors."""
+    op = e.op
+    if all(x is y for x, y in zip(args, e.args)):
+        return e
+    if op in _BIN:
+        return _BIN[op](*args)
+    if op == "not":
+        return not_(args[0])
+    if op == "zext":
+        return zext(args[0], e.width)
+    if op == "sext":
+        return sext(args[0], e.width)
+    if op == "extract":
+        return extract(args[0], *e.params)
+    if op == "ite":
+        return ite(*args)
+    return _mk(op, args, e.width, e.params)
+
+
+_BIN = {"add": add, "sub": sub, "mul": mul, "mulhu": mulhu, "mulhs": mulhs, "and": and_, "or": or_,
+        "xor": xor, "shl": shl, "lshr": lshr, "ashr": ashr, "concat": concat, "eq": eq, "ult": ult,
+        "ule": ule, "slt": slt, "sle": sle, "udiv": udiv, "urem": urem}
+
+
+def evaluate(e: Expr, env: Dict[str, int], memo: Optional[dict] = None) -> int:
+    """Concrete value of ``e`` given integer values for its symbols.
+
+    Raises KeyError naming the first symbol without a value."""
+    memo = {} if memo is None else memo
+    k = id(e)
+    if k in memo:
+        return memo[k]
+    if isinstance(e, Const):
+        v = e.value
+    elif isinstance(e, Sym):
+        v = env[e.name] & mask(e.width)
+    else:
+        if e.op == "ite":
+            c = evaluate(e.args[0], env, memo)
+            v = evaluate(e.args[1] if c else e.args[2], env, memo)
+        elif e.op == "sel":
+            off = evaluate(e.args[1], env, memo)
+            v = env[e.args[0].name + "[]"].get(off, 0) & mask(32)
+        else:
+            vals = [evaluate(a, env, memo) for a in e.args]
+            v = CONCRETE_OPS[e.op](vals, [a.width for a in e.args], e.params, e.width)
+    memo[k] = v
+    return v

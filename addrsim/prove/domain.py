@@ -1,0 +1,361 @@
+"""What a verdict assumed, whether its domain holds any shape, and whose bug a failure is.
+
+A check (:func:`addrsim.prove.check`) is decided over the layers of a
+:class:`addrsim.model.models.Problem` (bounds, grid, memory, traits, argument exactness, and
+optionally one host entry point's routing).  This module makes its verdict final and
+attributable (DOMAIN.md section 5):
+
+- :func:`settle`: a "proved" needs a *witness*, a shape and (batch_id, head_id) of the domain
+  at which the access is reached, replayed on the concrete interpreter and found at the
+  expected offset; a domain without such a shape makes the verdict "unreachable", with the
+  assumptions that exclude every shape (a minimal unsat core of the layers).
+- :func:`route`: for a kernel counterexample, does each host entry point that launches the
+  family reach a failing shape?  One that does not is *latent*, masked by a minimal unsat
+  core of that entry point's routing conditions.
+- :func:`host_limits`: each host-computed argument that a u32 cast can truncate inside device
+  memory: the argument, its boundary in shape variables and the smallest such shape.
+
+Solver budgets here are Z3 resource units (``rlimit``), not seconds, so the answers do not
+depend on machine load.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+import z3
+
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Expr
+from addrsim.model.models import SHAPE_VARS, Assumption, Problem
+from addrsim.backends.smt import holds_bv
+
+CORE_RLIMIT = 20_000_000       # Z3 resource units per core query (deterministic)
+FALSE = Const(0, 1)
+
+
+@dataclass
+class Witness:
+    """A shape of the domain where the proved access runs: ``offset`` is its byte offset from
+    workgroup (0, 0), equal to the expected one; ``replayed_on`` says how it was confirmed."""
+
+    shape: Dict[str, int]
+    coords: Dict[str, int]
+    lane: int
+    offset: int
+    replayed_on: str = "this kernel"
+
+    def json(self) -> dict:
+        return {"shape": self.shape, "coords": self.coords, "lane": self.lane, "offset": self.offset,
+                "replayed_on": self.replayed_on}
+
+
+@dataclass
+class EntryRouting:
+    """One host entry point's answer for a check: ``verdict`` over the kernel's domain and
+    its routing; ``reachable`` whether it launches a failing shape (None: undecided)."""
+
+    entry: str
+    verdict: str
+    reachable: Optional[bool]
+    masked_by: List[str] = field(default_factory=list)
+    shape: Optional[Dict[str, int]] = None
+    reason: str = ""
+
+    def json(self) -> dict:
+        return {"entry": self.entry, "verdict": self.verdict, "reachable": self.reachable,
+                "masked_by": self.masked_by, "shape": self.shape, "reason": self.reason}
+
+
+@dataclass
+class Routing:
+    """Does the host send a failing shape to this kernel?  ``verdict`` is the routed verdict
+    over every entry point (counterexample when one reaches a failing shape)."""
+
+    host: Optional[str]
+    verdict: str
+    reachable: Optional[bool]
+    masked_by: List[str] = field(default_factory=list)
+    entries: List[EntryRouting] = field(default_factory=list)
+
+    def json(self) -> dict:
+        return {"host": self.host, "verdict": self.verdict, "reachable": self.reachable,
+                "masked_by": self.masked_by, "entry_points": [e.json() for e in self.entries]}
+
+
+def describe(a: Assumption) -> str:
+    """One line for an assumption: its text, layer and source."""
+    where = f"{a.layer}: {a.entry}" if a.entry else a.layer
+    return f"{a.text} [{where}; {a.source}]"
+
+
+def domain_json(prob: Problem) -> dict:
+    """The ``domain`` field of a check: host, layers, and every assumption in the domain."""
+    return {"host": prob.host, "host_chosen": prob.host_why, "layers": prob.layers(),
+            "assumptions": [a.json() for a in prob.assumptions if prob.in_domain(a)]}
+
+
+# ----------------------------------------------------------------------------- cores
+
+def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = CORE_RLIMIT) -> Optional[List[str]]:
+    """A minimal subset of the ``named`` constraints (1-bit IR, bit-vector semantics) that is
+    unsatisfiable together with ``base``; [] when ``base`` alone is; None when the whole set
+    is satisfiable or the solver gives up within ``rlimit`` resource units."""
+    memo, vs = {}, {}
+    s = z3.Solver()
+    s.set("rlimit", rlimit)
+    for c in base:
+        if isinstance(c, Const):
+            if c.value == 0:
+                return []
+            continue
+        s.add(holds_bv(c, memo, vs))
+    lits, label = [], {}
+    for i, (text, c) in enumerate(named):
+        p = z3.Bool(f"assume_{i}")
+        label[p.get_id()] = text
+        s.add(z3.Implies(p, holds_bv(c, memo, vs)) if not isinstance(c, Const) else
+              (z3.Not(p) if c.value == 0 else z3.BoolVal(True)))
+        lits.append(p)
+    if s.check(*lits) != z3.unsat:
+        return None
+    keep = list(s.unsat_core())
+    for p in list(keep):                       # deletion: drop what the core does not need
+        trial = [q for q in keep if q.get_id() != p.get_id()]
+        if s.check(*trial) == z3.unsat:
+            keep = trial
+    return [label[p.get_id()] for p in keep]
+
+
+def exclusion(prob: Problem, path: Sequence[Expr], pc: int) -> List[str]:
+    """The assumptions (and the path to the access at ``pc``) that together exclude every
+    shape of ``prob``'s domain: a minimal unsat core."""
+    named = [(describe(a), a.expr) for a in prob.assumptions if prob.in_domain(a)]
+    conds = [c for c in path if not isinstance(c, Const)]
+    if conds:
+        e = conds[0]
+        for c in conds[1:]:
+            e = X.band(e, c)
+        named.append((f"the path to the access at {pc:#x}", e))
+    got = core([], named)
+    return got if got is not None else ["(no core found within the solver budget)"]
+
+
+# ----------------------------------------------------------------------------- witness
+
+def find_witness(res, decide: Callable, replay: Callable):
+    """A Witness for the proved check ``res``, "empty" when no shape of its domain reaches
+    an access, or the reason a witness could not be confirmed (a string).  ``decide(conds)``
+    returns a minimised model of ``conds`` or None when there is none; ``replay(case,
+    model)`` replays it and returns a Witness or a reason.  Workgroups other than (0, 0) are
+    preferred: batch_id >= 1 and head_id >= 1, then batch_id >= 1, then any."""
+    prob: Problem = res.problem
+    bid, hid = prob.grid["z"], prob.grid["y"]
+    one = Const(1, 32)
+    prefs = [[X.ule(one, bid), X.ule(one, hid)], [X.ule(one, bid)], [X.ule(one, hid)], []]
+    reasons = []
+    for case in res.cases:
+        conds = case[1]
+        for extra in prefs:
+            model = decide(list(conds) + extra)
+            if model is None:
+                continue
+            if isinstance(model, str):      # the solver gave up: no claim of emptiness
+                reasons.append(model)
+                break
+            w = replay(case, model)
+            if isinstance(w, Witness):
+                return w
+            return w        # a model of the domain that does not replay at the expected offset: never proved
+
+    return reasons[0] if reasons else "empty"
+
+
+def settle(res, decide: Callable, replay: Callable):
+    """Make the proved check ``res`` final: attach a witness, or turn it into "unreachable"
+    (no shape of the domain reaches the access, ``res.unreachable`` names why) or "unknown"
+    (the witness did not replay).  Other verdicts are returned unchanged."""
+    if res.verdict != "proved":
+        return res
+    if res.problem is None or not res.cases:     # nothing to witness: never a bare "proved"
+        res.verdict, res.reason = "unknown", "proof without a witness: no decided access"
+        return res
+    w = find_witness(res, decide, replay)
+    if isinstance(w, Witness):
+        res.witness = w
+        return res
+    if w == "empty":
+        t, conds = (res.cases[0][0], res.cases[0][1]) if res.cases else (None, [])
+        dom = {id(e) for e in res.problem.domain}
+        path = [c for c in conds if id(c) not in dom]     # the path to the access, arguments substituted
+        res.unreachable = exclusion(res.problem, path, t.access.instr.addr if t is not None else 0)
+        res.verdict = "unreachable"
+        res.reason = "no shape of the domain reaches the access: " + "; ".join(res.unreachable)
+        return res
+    res.verdict, res.reason = "unknown", f"proof without a witness: {w}"
+    return res
+
+
+# ----------------------------------------------------------------------------- routing
+
+def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None) -> Routing:
+    """Routing of the kernel check ``res`` through each entry point of its host.
+    ``run(entry)`` decides the same check with that entry point's routing in the domain
+    (a settled Check).  A kernel counterexample that no entry point reaches is latent.
+    For a proved check the routed domain is a subset, so the routed verdict is proved or,
+    when no routed shape reaches the access, unreachable: ``reaches(conds)`` (a model of
+    ``conds`` or None, as :func:`find_witness`'s ``decide``) answers that without a rerun."""
+    prob: Problem = res.problem
+    host = prob.host if prob is not None else None
+    entries = list(prob.entry_points) if prob is not None else []
+    if res.verdict in ("unknown", "unsupported") or prob is None:
+        return Routing(host, res.verdict, None)
+    if host is None:
+        return Routing(None, res.verdict, None, [])       # no host model: nobody can say it is masked
+    if not entries:
+        return Routing(host, "unreachable", False, ["no entry point of the host launches this kernel family"])
+    out: List[EntryRouting] = []
+    for e in entries:
+        if res.verdict == "proved" and reaches is not None:
+            out.append(_proved_route(res, prob, e, reaches))
+            continue
+        r = run(e)
+        masked: List[str] = []
+        reach: Optional[bool] = None
+        if r.verdict == "counterexample":
+            reach = True
+        elif r.verdict in ("proved", "unreachable"):
+            reach = False
+            if res.verdict == "counterexample":
+                masked = _masking(res, prob, e) if r.verdict == "proved" else list(r.unreachable)
+        out.append(EntryRouting(e, r.verdict, reach if res.verdict == "counterexample" else
+                                (None if r.verdict not in ("proved", "unreachable") else False),
+                                masked, r.counterexample.shape if r.counterexample is not None else None,
+                                r.reason or ""))
+    verdicts = [x.verdict for x in out]
+    if "counterexample" in verdicts:
+        v = "counterexample"
+    elif all(x == "unreachable" for x in verdicts):
+        v = "unreachable"
+    elif "unknown" in verdicts or "unsupported" in verdicts:
+        v = "unknown"
+    else:
+        v = "proved"
+    if res.verdict == "counterexample":
+        reach = True if v == "counterexample" else (False if v in ("proved", "unreachable") else None)
+    else:
+        reach = None if v == "unknown" else False
+    masked = sorted({m for x in out for m in x.masked_by}) if reach is False else []
+    return Routing(host, v, reach, masked, out)
+
+
+def _proved_route(res, prob: Problem, entry: str, reaches: Callable) -> EntryRouting:
+    """A proved kernel check through one entry point: proved when some routed shape reaches
+    an access, unreachable (with the routing conditions that exclude them) when none does."""
+    routing = [a.expr for a in prob.routing(entry)]
+    why = ""
+    for case in res.cases:
+        m = reaches(list(case[1]) + routing)
+        if isinstance(m, dict):
+            return EntryRouting(entry, "proved", False)
+        if isinstance(m, str):
+            why = m
+    if why:
+        return EntryRouting(entry, "unknown", None, [], None, why)
+    t = res.cases[0][0] if res.cases else None
+    named = [(f"{a.text} [{a.source}]", a.expr) for a in prob.routing(entry)]
+    base = list(res.cases[0][1]) if res.cases else []
+    got = core(base, named)
+    return EntryRouting(entry, "unreachable", False, got or [], None,
+                        f"no shape routed through {entry} reaches the access at "
+                        f"{t.access.instr.addr:#x}" if t is not None else "no access")
+
+
+def _masking(res, prob: Problem, entry: str) -> List[str]:
+    """The routing conditions of ``entry`` that exclude the kernel's failing case: a minimal
+    core of them against (kernel domain, the failing path, the negated claim)."""
+    named = [(f"{a.text} [{a.source}]", a.expr) for a in prob.routing(entry)]
+    if res.failing is not None and res.cases:
+        # every failing case must be masked: the kernel domain and (some case's path and its
+        # negated claim), against the routing conditions
+        dom = {id(e) for e in prob.domain}
+        alts = None
+        for case in res.cases:
+            part = X.bnot(case[2])
+            for c in case[1]:
+                if id(c) not in dom:
+                    part = X.band(part, c)
+            alts = part if alts is None else X.bor(alts, part)
+        got = core(list(prob.domain) + [alts], named)
+        if got:
+            return got
+    # the solver could not decide the core: name the conditions the counterexample violates
+    if res.counterexample is None:
+        return ["(the routing conditions that mask it could not be decided)"]
+    shape = dict(res.counterexample.shape)
+    env = dict({v: prob.bounds[v][0] for v in SHAPE_VARS}, **shape)
+    env.update({prob.grid["z"].name: res.counterexample.coords.get("batch_id", 0),
+                prob.grid["y"].name: res.counterexample.coords.get("head_id", 0)})
+    out = []
+    for a in prob.routing(entry):
+        try:
+            if X.evaluate(a.expr, env) == 0:
+                out.append(f"{a.text} [{a.source}] (violated at the counterexample's shape)")
+        except KeyError:
+            continue
+    return out
+
+
+# ----------------------------------------------------------------------------- host limits
+
+def host_limits(prob: Problem, decide: Callable, memory_of: Callable) -> List[dict]:
+    """Each host-computed kernel argument whose cast to its width (the host's u32) can
+    truncate its value for a shape inside the bounds, traits and device memory: the
+    argument, the boundary in shape variables, the smallest such shape (``decide(conds,
+    claim)`` minimises a model that breaks ``claim``) and the memory it needs (bytes)."""
+    base = [a.expr for a in prob.assumptions if a.layer in ("bounds", "memory", "traits")]
+    out, seen = [], {}
+    for a in prob.assumptions:
+        if a.layer != "exact":
+            continue
+        name = a.text.split(" = ", 1)[0]
+        value, width = prob.exact[name]
+        key = X.shash(value)
+        if key not in seen:
+            try:
+                seen[key] = decide(base, a.expr)
+            except Exception as e:      # never hide the kernel's verdicts behind a limit's failure
+                seen[key] = f"internal error: {type(e).__name__}: {e}"
+        model = seen[key]
+        if model is None:
+            continue
+        if isinstance(model, str):
+            out.append({"argument": name, "layout": prob.layout, "boundary": boundary(value, width, prob),
+                        "exact": a.text.split(" = ", 1)[1].rsplit(" < ", 1)[0], "shape": None,
+                        "memory_bytes": 0, "source": a.source, "undecided": model})
+            continue
+        shape = prob.shape_of(model)
+        out.append({"argument": name, "layout": prob.layout, "boundary": boundary(value, width, prob),
+                    "exact": a.text.split(" = ", 1)[1].rsplit(" < ", 1)[0],
+                    "shape": shape, "memory_bytes": memory_of(shape), "source": a.source})
+    return out
+
+
+def boundary(value: Expr, width: int, prob: Problem) -> str:
+    """``value >= 2**width`` in shape variables, with a constant factor divided out
+    (``256*nhead_q*seqlen_q >= 2**32`` reads ``nhead_q*seqlen_q >= 2**24``)."""
+    import sympy
+    from addrsim.backends.sympy_text import to_sympy
+    try:
+        e = sympy.factor_terms(sympy.expand(to_sympy(X.substitute(value, {k: Const(v, 64)
+                                                                           for k, v in prob.fixed.items()}))))
+        c, rest = e.as_coeff_Mul()
+        limit = sympy.Integer(2) ** width
+        if c > 0 and rest != 1:
+            q = sympy.ceiling(limit / c)
+            k = sympy.log(q, 2)
+            rhs = f"2**{k}" if k.is_integer else str(q)
+            return f"{rest} >= {rhs}"
+        return f"{e} >= 2**{width}"
+    except Exception:   # display only
+        return f"value >= 2**{width}"

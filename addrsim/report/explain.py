@@ -1,0 +1,123 @@
+"""`addrsim explain`: the backward slice of a buffer's address.
+
+For the first access of a buffer on each explored path, the instructions whose results the
+address is built from (found through the symbolic machine's record of which instruction
+produced each expression node), in program order, each with the value it defines in terms of
+the kernel arguments and workgroup ids; then the kernel arguments the address depends on and
+the s_load that brought each in; then the offset formula.  An engineer auditing the shader
+math reads these lines instead of the whole listing.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Sequence
+
+from addrsim.ir import expr as X
+from addrsim.errors import InputError
+from addrsim.engine.explore import explore
+from addrsim.loader.listing import load_source
+from addrsim.model.models import ModelSet, buffer_pointer, load_models
+from addrsim.prove.check import initial_machine, pointers_in, targets_for
+
+VALUE_CHARS = 160
+
+
+@dataclass
+class SliceLine:
+    """One instruction of the slice: byte address, text, the value it defines (sympy
+    text of the integer reading, cut to VALUE_CHARS characters) and, for a listing, its
+    line number."""
+
+    pc: int
+    text: str
+    value: str
+    line: Optional[int] = None
+
+
+@dataclass
+class Explanation:
+    """The slice of one access of ``buffer`` in ``kernel``: ``lines`` in program order,
+    ``args`` kernel argument -> (pc, text) of the load that read it (pc None when the
+    address reads it without a recorded load), ``offset`` the address minus the buffer's
+    pointer (sympy text)."""
+
+    kernel: str
+    buffer: str
+    access_pc: int
+    access_text: str
+    lines: List[SliceLine] = field(default_factory=list)
+    args: Dict[str, tuple] = field(default_factory=dict)
+    offset: str = ""
+
+
+def _text(e, memo) -> str:
+    from addrsim.backends.sympy_text import to_sympy
+    try:
+        t = str(to_sympy(e, memo))
+    except Exception:          # display only
+        t = repr(e)
+    return t if len(t) <= VALUE_CHARS else t[:VALUE_CHARS] + "..."
+
+
+def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: Sequence[str] = (),
+            like=None) -> List[Explanation]:
+    """Slices of every first access of ``buffer`` in every kernel of the code object or
+    assembly listing at ``path`` (``like``: the code object a listing takes its metadata
+    from, see :mod:`addrsim.loader.listing`); one Explanation per distinct access instruction.  Raises InputError (bad file,
+    unknown buffer, a kernel without the buffer's pointer argument) and ToolError (no usable
+    llvm-objdump)."""
+    ms = models or load_models(model_files)
+    if buffer not in ms.buffers:
+        raise InputError(path, f"unknown buffer {buffer!r} (models define: {', '.join(sorted(ms.buffers))})")
+    src = load_source(path, like)
+    co, listing = src.co, src.code
+    out: List[Explanation] = []
+    for k in co.kernels:
+        ptr = buffer_pointer(ms, k, buffer)
+        if ptr is None:
+            raise InputError(path, f"kernel {k.symbol}: metadata has no argument for buffer {buffer!r}")
+        code = listing.get(k.symbol)
+        if not code:
+            raise InputError(path, f"kernel {k.symbol}: no code found in the disassembly")
+        m, _ = initial_machine(k, co.arch, ms)
+        ex = explore(code, m, lambda a: pointers_in(a.base), {ptr})
+        seen = set()
+        for t in targets_for(ex, ptr):
+            pc = t.access.instr.addr
+            if pc in seen:
+                continue
+            seen.add(pc)
+            e = Explanation(k.symbol, buffer, pc, t.access.instr.text)
+            memo: dict = {}
+            lines: Dict[int, SliceLine] = {}
+            for n in X.walk(t.access.address):
+                o = ex.origin.get(id(n))
+                if o is not None and o[0] is n and o[1] not in lines:
+                    lines[o[1]] = SliceLine(o[1], o[2], _text(n, memo), src.lines.get(o[1]))
+            for name, s in sorted(X.symbols(t.access.address).items()):
+                if s.kind in ("arg", "ptr"):
+                    o = ex.origin.get(("arg", name))
+                    e.args[name] = (o[1], o[2]) if o else (None, "")
+                    if o and o[1] not in lines:
+                        lines[o[1]] = SliceLine(o[1], o[2], name, src.lines.get(o[1]))
+            e.lines = [lines[p] for p in sorted(lines)]
+            base = X.zext(X.Sym(ptr, 48, "ptr"), 64)
+            e.offset = _text(X.sub(t.access.address, base), memo)
+            out.append(e)
+    return out
+
+
+def format_explanations(exps: List[Explanation]) -> str:
+    """The text report of :func:`explain`."""
+    out = []
+    for e in exps:
+        out.append(f"kernel {e.kernel}: {e.buffer} access at {e.access_pc:#x} ({e.access_text})")
+        out.append(f"  {len(e.lines)} instructions feed its address:")
+        for ln in e.lines:
+            where = f"line {ln.line:<6} " if ln.line is not None else ""
+            out.append(f"    {where}{ln.pc:#07x}  {ln.text:<48}  = {ln.value}")
+        out.append("  kernel arguments: " + ", ".join(
+            f"{a} (loaded at {p:#x})" if p is not None else a for a, (p, _) in e.args.items()))
+        out.append(f"  byte offset from the {e.buffer} pointer: {e.offset}")
+        out.append("")
+    return "\n".join(out)
