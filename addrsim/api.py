@@ -40,7 +40,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
 
     ``arith``: "bv" (hardware arithmetic, the default; counterexamples that int mode proves
     are reported as overflows with the instruction that wraps) or "int" (unbounded
-    integers); see :mod:`addrsim.backends.arith`.  ``memory_gib`` overrides the device memory (GiB)
+    integers); see :mod:`addrsim.backends.ideal`.  ``memory_gib`` overrides the device memory (GiB)
     that limits the shapes (default: the model's capacity of the code object's
     architecture).  ``smt_dir``: directory where each undecided obligation is written as
     SMT-LIB2 (None: not written).  ``properties``: "address" (each buffer's (batch, head)

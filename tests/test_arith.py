@@ -9,7 +9,7 @@ import z3
 
 from addrsim.ir import expr as X
 from addrsim.api import verify
-from addrsim.backends.arith import ideal_eval, ideal_evaluate, kept_wraps
+from addrsim.backends.ideal import ideal_eval, ideal_evaluate, kept_wraps
 from addrsim.ir.expr import Const, Sym
 
 from test_examples import MODEL, build

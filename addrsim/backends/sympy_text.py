@@ -1,114 +1,27 @@
-"""Readable formulas: the integer reading of an IR expression as a sympy expression.
+"""The sympy backend: readable formulas, the integer reading of an IR expression.
+
+Owns :func:`to_sympy` (table :data:`SYMPY`) and :func:`to_sympy_nowrap` (table
+:data:`NOWRAP`), both checked against :data:`addrsim.ir.ops.OPS` at import.  May import
+addrsim.ir and addrsim.backends.ideal.
 
 The reading ignores wraparound (``u32(x)`` and 32-bit products appear as plain integers),
 so it is for display and for the simplified difference only; verdicts never come from it.
-Shifts right by a constant are ``floor(x / 2**k)``, masks with ``2**k - 1`` are ``Mod(x, 2**k)``.
+Shifts right by a constant are ``floor(x / 2**k)``, masks with ``2**k - 1`` are
+``Mod(x, 2**k)``; operators without an integer reading are shown as functions (``xor(a, b)``).
 """
 from __future__ import annotations
 
 import sympy
 
+from addrsim.backends.ideal import kept_wraps, signed_const
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.ir.ops import OPS, require_backend
 
 
-def to_sympy(e: Expr, memo=None):
-    memo = {} if memo is None else memo
-    k = id(e)
-    if k in memo:
-        return memo[k]
-    if isinstance(e, Const):
-        r = sympy.Integer(e.value)
-    elif isinstance(e, Sym):
-        r = sympy.Symbol(e.name, integer=True, nonnegative=True)
-    else:
-        a = [to_sympy(x, memo) for x in e.args] if e.op != "ite" else None
-        op = e.op
-        if op == "add": r = a[0] + a[1]
-        elif op == "sub": r = a[0] - a[1]
-        elif op == "mul": r = a[0] * a[1]
-        elif op in ("zext", "sext"): r = a[0]
-        elif op == "extract": r = sympy.floor(a[0] / 2 ** e.params[1]) if e.params[1] else a[0]
-        elif op == "concat": r = a[0] * 2 ** e.args[1].width + a[1]
-        elif op == "lshr" and isinstance(e.args[1], Const): r = sympy.floor(a[0] / 2 ** e.args[1].value)
-        elif op == "shl" and isinstance(e.args[1], Const): r = a[0] * 2 ** e.args[1].value
-        elif op == "and" and isinstance(e.args[1], Const) and (e.args[1].value & (e.args[1].value + 1)) == 0:
-            r = sympy.Mod(a[0], e.args[1].value + 1)
-        elif op == "udiv": r = sympy.floor(a[0] / a[1])
-        elif op == "urem": r = sympy.Mod(a[0], a[1])
-        elif op == "ite" and isinstance(e.args[2], X.Op) and e.args[2].op == "udiv" \
-                and isinstance(e.args[0], X.Op) and e.args[0].op == "eq" and isinstance(e.args[0].args[1], Const) \
-                and e.args[0].args[1].value == 0:
-            r = to_sympy(e.args[2], memo)   # a proved division guarded against a zero divisor
-        elif op == "ite":
-            c = to_sympy(e.args[0], memo)
-            r = sympy.Piecewise((to_sympy(e.args[1], memo), sympy.Eq(c, 1)), (to_sympy(e.args[2], memo), True))
-        elif op in ("eq", "ult", "ule"):
-            r = sympy.Function(op)(*a)
-        else:
-            r = sympy.Function(op)(*a)
-    memo[k] = r
-    return r
-
-
-def to_sympy_nowrap(e: Expr, keep=None, memo=None):
-    """The reading of ``e`` when no 32-bit value wraps, as a sympy expression, for the
-    simplified differences of ``addrsim diff``: a 64-bit value split into 32-bit halves, or
-    a product computed as ``s_mul_i32`` + ``s_mul_hi_u32`` (``keep``, from
-    :func:`addrsim.backends.arith.kept_wraps`), is read whole: the low half is the value, the high
-    half and the carries between the halves are 0.  Display only: verdicts never come from
-    it (a wrap is the prover's business, :mod:`addrsim.backends.arith`)."""
-    from addrsim.backends.arith import kept_wraps, signed_const
-    keep = kept_wraps([e]) if keep is None else keep
-    memo = {} if memo is None else memo
-
-    def go(n):
-        op = n.op
-        a = [memo[id(x)] for x in n.args]
-        if op == "extract":
-            h, l = n.params
-            if l == 0:
-                return a[0]                            # a low half, or a truncation that does not wrap
-            if l % 32 == 0:
-                return sympy.Integer(0)                # an upper dword of a split value
-            return sympy.floor(a[0] / 2 ** l)
-        if op == "mulhu":
-            return sympy.Integer(0)
-        if op == "add":
-            b = signed_const(n.args[1])
-            return a[0] + (a[1] if b is None else b)
-        if op == "sub":
-            b = signed_const(n.args[1])
-            return a[0] - (a[1] if b is None else b)
-        if op == "mul":
-            return a[0] * a[1]
-        if op in ("zext", "sext"):
-            return a[0]
-        if op == "concat":
-            return a[0] * 2 ** n.args[1].width + a[1]
-        if op == "shl" and isinstance(n.args[1], Const):
-            return a[0] * 2 ** n.args[1].value
-        if op == "lshr" and isinstance(n.args[1], Const):
-            return sympy.floor(a[0] / 2 ** n.args[1].value)
-        if op in ("and", "or") and n.width > 1:
-            for x, c in ((a[0], n.args[1]), (a[1], n.args[0])):
-                if isinstance(c, Const) and op == "and" and c.value & (c.value + 1) == 0:
-                    return x                           # a low mask: nothing above it when nothing wraps
-            za, zb = n.args
-            if op == "or" and (X.maxbits(za) <= X.lowzeros(zb) or X.maxbits(zb) <= X.lowzeros(za)):
-                return a[0] + a[1]
-        if op in ("ult", "ule"):
-            d = sympy.expand(a[0] - a[1])
-            if d.is_nonnegative and (op == "ult" or d.is_positive):
-                return sympy.Integer(0)
-            if d.is_negative or (op == "ule" and d.is_nonpositive):
-                return sympy.Integer(1)
-            return sympy.Function(op)(*a)
-        if op == "ite":
-            return sympy.Piecewise((a[1], sympy.Eq(a[0], 1)), (a[2], True))
-        return to_sympy(n)
-
-    stack = [(e, False)]          # post-order, so that deep expressions do not recurse deeply
+def _post_order(e: Expr, memo: dict, node):
+    """Fill ``memo`` (node id -> sympy) in post-order with ``node(n)`` for operator nodes."""
+    stack = [(e, False)]
     while stack:
         n, ready = stack.pop()
         if id(n) in memo:
@@ -118,8 +31,139 @@ def to_sympy_nowrap(e: Expr, keep=None, memo=None):
         elif isinstance(n, Sym):
             memo[id(n)] = sympy.Symbol(n.name, integer=True, nonnegative=True)
         elif ready:
-            memo[id(n)] = go(n)
+            memo[id(n)] = node(n, [memo[id(x)] for x in n.args])
         else:
             stack.append((n, True))
             stack.extend((x, False) for x in n.args)
     return memo[id(e)]
+
+
+def _fn(n, a):
+    return sympy.Function(n.op)(*a)
+
+
+def _const_shift(f):
+    def g(n, a):
+        c = n.args[1]
+        if not isinstance(c, Const):
+            return _fn(n, a)
+        return f(a[0], c.value) if c.value < n.width else sympy.Integer(0)     # shifted out
+    return g
+
+
+def _and(n, a):
+    c = n.args[1]
+    if isinstance(c, Const) and (c.value & (c.value + 1)) == 0:
+        return sympy.Mod(a[0], c.value + 1)
+    return _fn(n, a)
+
+
+def _is_zero_test(c: Expr) -> bool:
+    return isinstance(c, X.Op) and c.op == "eq" and isinstance(c.args[1], Const) and c.args[1].value == 0
+
+
+def _ite(n, a):
+    if isinstance(n.args[2], X.Op) and n.args[2].op == "udiv" and _is_zero_test(n.args[0]):
+        return a[2]                  # a proved division guarded against a zero divisor
+    return sympy.Piecewise((a[1], sympy.Eq(a[0], 1)), (a[2], True))
+
+
+SYMPY = {
+    **{op: _fn for op in OPS},       # no integer reading: shown as a function
+    "add": lambda n, a: a[0] + a[1],
+    "sub": lambda n, a: a[0] - a[1],
+    "mul": lambda n, a: a[0] * a[1],
+    "zext": lambda n, a: a[0],
+    "sext": lambda n, a: a[0],
+    "extract": lambda n, a: sympy.floor(a[0] / 2 ** n.params[1]) if n.params[1] else a[0],
+    "concat": lambda n, a: a[0] * 2 ** n.args[1].width + a[1],
+    "lshr": _const_shift(lambda x, s: sympy.floor(x / 2 ** s)),
+    "shl": _const_shift(lambda x, s: x * 2 ** s),
+    "and": _and,
+    "udiv": lambda n, a: sympy.floor(a[0] / a[1]),
+    "urem": lambda n, a: sympy.Mod(a[0], a[1]),
+    "ite": _ite,
+}
+require_backend("sympy display (addrsim.backends.sympy_text.SYMPY)", SYMPY)
+
+
+def to_sympy(e: Expr, memo=None):
+    """The integer reading of ``e`` (wraparound ignored), as a sympy expression."""
+    return _post_order(e, {} if memo is None else memo, lambda n, a: SYMPY[n.op](n, a))
+
+
+# ------------------------------------------------------------------ the no-wrap reading
+
+def _extract_nowrap(n, a):
+    lo = n.params[1]
+    if lo == 0:
+        return a[0]                            # a low half, or a truncation that does not wrap
+    if lo % 32 == 0:
+        return sympy.Integer(0)                # an upper dword of a split value
+    return sympy.floor(a[0] / 2 ** lo)
+
+
+def _addsub(sign):
+    def f(n, a):
+        b = signed_const(n.args[1])
+        return a[0] + sign * (a[1] if b is None else b)
+    return f
+
+
+def _andor_nowrap(n, a):
+    if n.width > 1:
+        c = n.args[1] if isinstance(n.args[1], Const) else n.args[0]
+        x = a[0] if c is n.args[1] else a[1]
+        if n.op == "and" and isinstance(c, Const) and c.value & (c.value + 1) == 0:
+            return x                           # a low mask: nothing above it when nothing wraps
+        za, zb = n.args
+        if n.op == "or" and (X.maxbits(za) <= X.lowzeros(zb) or X.maxbits(zb) <= X.lowzeros(za)):
+            return a[0] + a[1]
+    return None
+
+
+def _cmp_nowrap(n, a):
+    d = sympy.expand(a[0] - a[1])
+    if d.is_nonnegative and (n.op == "ult" or d.is_positive):
+        return sympy.Integer(0)
+    if d.is_negative or (n.op == "ule" and d.is_nonpositive):
+        return sympy.Integer(1)
+    return sympy.Function(n.op)(*a)
+
+
+NOWRAP = {
+    **{op: None for op in OPS},      # None: the plain reading (to_sympy) of the node
+    "extract": _extract_nowrap,
+    "mulhu": lambda n, a: sympy.Integer(0),
+    "add": _addsub(1),
+    "sub": _addsub(-1),
+    "mul": lambda n, a: a[0] * a[1],
+    "zext": lambda n, a: a[0],
+    "sext": lambda n, a: a[0],
+    "concat": lambda n, a: a[0] * 2 ** n.args[1].width + a[1],
+    "shl": _const_shift(lambda x, s: x * 2 ** s),
+    "lshr": _const_shift(lambda x, s: sympy.floor(x / 2 ** s)),
+    "and": _andor_nowrap,
+    "or": _andor_nowrap,
+    "ult": _cmp_nowrap,
+    "ule": _cmp_nowrap,
+    "ite": lambda n, a: sympy.Piecewise((a[1], sympy.Eq(a[0], 1)), (a[2], True)),
+}
+require_backend("sympy no-wrap display (addrsim.backends.sympy_text.NOWRAP)", NOWRAP)
+
+
+def to_sympy_nowrap(e: Expr, keep=None, memo=None):
+    """The reading of ``e`` when no 32-bit value wraps, as a sympy expression, for the
+    simplified differences of ``addrsim diff``: a 64-bit value split into 32-bit halves, or
+    a product computed as ``s_mul_i32`` + ``s_mul_hi_u32`` (``keep``, from
+    :func:`addrsim.backends.ideal.kept_wraps`), is read whole: the low half is the value, the
+    high half and the carries between the halves are 0.  Display only: verdicts never come
+    from it (a wrap is the prover's business, :mod:`addrsim.prove.wraps`)."""
+    keep = kept_wraps([e]) if keep is None else keep
+
+    def node(n, a):
+        f = NOWRAP[n.op]
+        r = f(n, a) if f is not None else None
+        return to_sympy(n) if r is None else r
+
+    return _post_order(e, {} if memo is None else memo, node)

@@ -33,7 +33,7 @@ from addrsim.prove.idioms import exact_divisions
 from addrsim.engine.machine import WAVE
 from addrsim.model.models import SHAPE_VARS, ModelSet, Problem, buffer_pointer, build_problem, load_models, pointer_args
 from addrsim.prove.check import KERNARG_PTR, LANE, PTR_LIMIT, Target, concrete_machine, initial_machine, pointers_in, targets_for
-from addrsim.backends.smt import IntEncoder
+from addrsim.backends.z3_int import IntEncoder
 
 __all__ = ["DifferentialError", "NotEvaluable", "NotReached", "Subject", "load_subject", "pointer_bases",
            "kernel_arguments", "environment", "array_memory", "grid_counts", "in_domain", "SymbolicAddress",

@@ -20,7 +20,7 @@ from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.engine.machine import Access, ConcreteLanes, LaneMask, Machine, PathEnd, SymbolicLane, Unsupported
-from addrsim.backends.smt import holds_bv
+from addrsim.backends.z3_bv import holds_bv
 
 MAX_PATHS = 512
 MAX_STEPS = 400_000
@@ -87,7 +87,7 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     a header address, a back edge to it ends the path keeping its state in ``back_states``."""
     c = _Code(code)
     out = Exploration()
-    out.origin = m0.origin     # which instruction produced each node (addrsim.backends.arith.wrap_sites)
+    out.origin = m0.origin     # which instruction produced each node (addrsim.prove.wraps.wrap_sites)
     # States are processed in instruction order (every explored edge goes forward: a back
     # edge ends its path), so all states that reach a join point meet there and are merged
     # into one (veritesting): data-only diamonds no longer multiply the paths.

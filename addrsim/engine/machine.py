@@ -133,7 +133,7 @@ class Machine:
         self.notes: List[str] = []
         self._opaque_n = 0
         # id(node) -> (node, pc, text) of the instruction that produced it, shared by every
-        # clone (addrsim.backends.arith.wrap_sites names the instruction that wraps)
+        # clone (addrsim.prove.wraps.wrap_sites names the instruction that wraps)
         self.origin: Dict[int, tuple] = {}
 
     # ------------------------------------------------------------------ values
@@ -632,7 +632,7 @@ def _offset_from(base: Expr, p: Sym) -> Optional[Expr]:
     with ``p`` set to 0, kept only if Z3 proves base == zext(p) + candidate for every value
     of every symbol (bit-vector validity, 1 s)."""
     import z3
-    from addrsim.backends.smt import to_bv
+    from addrsim.backends.z3_bv import to_bv
     cand = X.substitute(base, {p.name: Const(0, p.width)})
     if p.name in X.symbols(cand):
         return None

@@ -6,30 +6,24 @@ bit-vector theory (unsigned wraparound at ``width`` bits), which is also how the
 ALUs compute (AMD Instinct MI300 ISA Reference Guide, sections 4 "Scalar ALU operations" and
 6 "Vector ALU operations": results are truncated to the destination width).
 
-``CONCRETE_OPS`` is the reference meaning of every operator on Python integers; the
-constructors below fold constants with it, so the concrete interpreter and the symbolic
-executor cannot disagree about what an operator means.
+Every operator is declared once in :mod:`addrsim.ir.ops` with its exact meaning on Python
+integers; the constructors below fold constants with it and :func:`evaluate` (the concrete
+backend) computes with it, so the concrete interpreter and the symbolic executor cannot
+disagree about what an operator means.  :data:`CONSTRUCT` (operator -> simplifying
+constructor) is checked against the registry at import.
 
 Constructors simplify a little (constant folding, neutral elements, extract/concat
 fusion, masks that cannot change a value); everything else is left to the solver.
 """
 from __future__ import annotations
 
-import math
-import struct
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, Optional, Tuple
 
+from addrsim.ir import ops as _ops
+from addrsim.ir.ops import FLOAT_OPS, OPS, mask, require_backend
 
-def mask(width: int) -> int:
-    """All-ones value of ``width`` bits."""
-    return (1 << width) - 1
-
-
-def to_signed(value: int, width: int) -> int:
-    """Two's-complement reading of an unsigned ``width``-bit integer."""
-    value &= mask(width)
-    return value - (1 << width) if value >> (width - 1) else value
+to_signed = _ops.to_signed     # re-exported: the IR's users read X.mask, X.to_signed, X.FLOAT_OPS
 
 
 class Expr:
@@ -101,91 +95,6 @@ def _lift(o, width):
     return o if isinstance(o, Expr) else Const(int(o), width)
 
 
-# --------------------------------------------------------------------------------------
-# Reference meaning of each operator on unsigned Python integers.
-# f(args_values, arg_widths, params, result_width) -> unsigned result
-# --------------------------------------------------------------------------------------
-
-def _shift_amount(v: int, w: int) -> int:
-    return v  # callers mask the shift amount the way the ISA does
-
-
-CONCRETE_OPS: Dict[str, Callable] = {
-    "add": lambda a, ws, p, w: (a[0] + a[1]) & mask(w),
-    "sub": lambda a, ws, p, w: (a[0] - a[1]) & mask(w),
-    "mul": lambda a, ws, p, w: (a[0] * a[1]) & mask(w),
-    "mulhu": lambda a, ws, p, w: ((a[0] * a[1]) >> w) & mask(w),
-    "mulhs": lambda a, ws, p, w: ((to_signed(a[0], w) * to_signed(a[1], w)) >> w) & mask(w),
-    "and": lambda a, ws, p, w: a[0] & a[1],
-    "or": lambda a, ws, p, w: a[0] | a[1],
-    "xor": lambda a, ws, p, w: a[0] ^ a[1],
-    "not": lambda a, ws, p, w: ~a[0] & mask(w),
-    "shl": lambda a, ws, p, w: (a[0] << a[1]) & mask(w) if a[1] < w else 0,
-    "lshr": lambda a, ws, p, w: a[0] >> a[1] if a[1] < w else 0,
-    "ashr": lambda a, ws, p, w: (to_signed(a[0], w) >> min(a[1], w - 1)) & mask(w),
-    "zext": lambda a, ws, p, w: a[0],
-    "sext": lambda a, ws, p, w: to_signed(a[0], ws[0]) & mask(w),
-    "extract": lambda a, ws, p, w: (a[0] >> p[1]) & mask(w),
-    "concat": lambda a, ws, p, w: (a[0] << ws[1]) | a[1],
-    "ite": lambda a, ws, p, w: a[1] if a[0] else a[2],
-    "eq": lambda a, ws, p, w: int(a[0] == a[1]),
-    "ult": lambda a, ws, p, w: int(a[0] < a[1]),
-    "ule": lambda a, ws, p, w: int(a[0] <= a[1]),
-    "slt": lambda a, ws, p, w: int(to_signed(a[0], ws[0]) < to_signed(a[1], ws[1])),
-    "sle": lambda a, ws, p, w: int(to_signed(a[0], ws[0]) <= to_signed(a[1], ws[1])),
-    "udiv": lambda a, ws, p, w: (a[0] // a[1]) if a[1] else mask(w),
-    "urem": lambda a, ws, p, w: (a[0] % a[1]) if a[1] else a[0],
-}
-
-
-# --------------------------------------------------------------------------------------
-# IEEE-754 binary32 operators on bit patterns (round to nearest even, the MODE register's
-# reset value: MI300 ISA guide section 3.4 "Mode register").  ``f32_rcp`` is the *nominal*
-# reciprocal (correctly rounded); the hardware's V_RCP_F32 is only accurate to 1 ULP (ISA
-# guide, VOP1 opcode table), so proofs never rely on this value: see addrsim.prove.idioms.
-# --------------------------------------------------------------------------------------
-
-def _f32(bits: int) -> float:
-    return struct.unpack("<f", struct.pack("<I", bits & 0xFFFFFFFF))[0]
-
-
-def _bits(x: float) -> int:
-    try:
-        return struct.unpack("<I", struct.pack("<f", x))[0]
-    except OverflowError:
-        return 0x7F800000 if x > 0 else 0xFF800000
-
-
-def _f32_rcp(bits: int) -> int:
-    x = _f32(bits)
-    if x == 0.0:
-        return 0xFF800000 if (bits >> 31) else 0x7F800000
-    if math.isinf(x):
-        return 0x80000000 if x < 0 else 0
-    if math.isnan(x):
-        return 0x7FC00000
-    return _bits(1.0 / x)
-
-
-def _f32_to_u32(bits: int) -> int:
-    x = _f32(bits)
-    if math.isnan(x) or x <= 0.0:
-        return 0
-    if x >= 4294967296.0:
-        return 0xFFFFFFFF
-    return int(x)
-
-
-FLOAT_OPS = ("f32_from_u32", "f32_rcp", "f32_mul", "u32_from_f32")
-
-CONCRETE_OPS.update({
-    "f32_from_u32": lambda a, ws, p, w: _bits(float(a[0])),
-    "f32_rcp": lambda a, ws, p, w: _f32_rcp(a[0]),
-    "f32_mul": lambda a, ws, p, w: _bits(_f32(a[0]) * _f32(a[1])),
-    "u32_from_f32": lambda a, ws, p, w: _f32_to_u32(a[0]),
-})
-
-
 def select(array: Sym, offset: Expr) -> Expr:
     """The 32-bit word at byte ``offset`` (64-bit Expr) of the memory ``array`` (a Sym naming
     a kernel pointer argument or a model array): what an ``s_load_dword`` from a buffer the
@@ -206,7 +115,7 @@ def fop(op: str, *args: Expr) -> Expr:
 
 def _mk(op: str, args: Tuple[Expr, ...], width: int, params: Tuple[int, ...] = ()) -> Expr:
     if all(isinstance(a, Const) for a in args):
-        v = CONCRETE_OPS[op]([a.value for a in args], [a.width for a in args], params, width)
+        v = OPS[op].meaning([a.value for a in args], [a.width for a in args], params, width)
         return Const(v, width)
     return Op(op, args, width, params)
 
@@ -585,27 +494,33 @@ def substitute(e: Expr, env: Dict[str, Expr], memo: Optional[dict] = None) -> Ex
 
 def rebuild(e: Op, args: Tuple[Expr, ...]) -> Expr:
     """The node ``e`` with new arguments, through the simplifying constructors."""
-    op = e.op
     if all(x is y for x, y in zip(args, e.args)):
         return e
-    if op in _BIN:
-        return _BIN[op](*args)
-    if op == "not":
-        return not_(args[0])
-    if op == "zext":
-        return zext(args[0], e.width)
-    if op == "sext":
-        return sext(args[0], e.width)
-    if op == "extract":
-        return extract(args[0], *e.params)
-    if op == "ite":
-        return ite(*args)
-    return _mk(op, args, e.width, e.params)
+    return CONSTRUCT[e.op](e, args)
 
 
-_BIN = {"add": add, "sub": sub, "mul": mul, "mulhu": mulhu, "mulhs": mulhs, "and": and_, "or": or_,
-        "xor": xor, "shl": shl, "lshr": lshr, "ashr": ashr, "concat": concat, "eq": eq, "ult": ult,
-        "ule": ule, "slt": slt, "sle": sle, "udiv": udiv, "urem": urem}
+def _keep(e: Op, args):
+    return _mk(e.op, args, e.width, e.params)
+
+
+def _binary(f):
+    return lambda e, args: f(*args)
+
+
+CONSTRUCT = {
+    **{n: _binary(f) for n, f in (
+        ("add", add), ("sub", sub), ("mul", mul), ("mulhu", mulhu), ("mulhs", mulhs), ("and", and_),
+        ("or", or_), ("xor", xor), ("shl", shl), ("lshr", lshr), ("ashr", ashr), ("concat", concat),
+        ("eq", eq), ("ult", ult), ("ule", ule), ("slt", slt), ("sle", sle), ("udiv", udiv), ("urem", urem),
+        ("ite", ite))},
+    "not": lambda e, args: not_(args[0]),
+    "zext": lambda e, args: zext(args[0], e.width),
+    "sext": lambda e, args: sext(args[0], e.width),
+    "extract": lambda e, args: extract(args[0], *e.params),
+    "sel": _keep,
+    **{n: _keep for n in FLOAT_OPS},
+}
+require_backend("constructors (addrsim.ir.expr)", CONSTRUCT)
 
 
 def evaluate(e: Expr, env: Dict[str, int], memo: Optional[dict] = None) -> int:
@@ -629,6 +544,6 @@ def evaluate(e: Expr, env: Dict[str, int], memo: Optional[dict] = None) -> int:
             v = env[e.args[0].name + "[]"].get(off, 0) & mask(32)
         else:
             vals = [evaluate(a, env, memo) for a in e.args]
-            v = CONCRETE_OPS[e.op](vals, [a.width for a in e.args], e.params, e.width)
+            v = OPS[e.op].meaning(vals, [a.width for a in e.args], e.params, e.width)
     memo[k] = v
     return v

@@ -645,7 +645,7 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
         memory = terms[0]
         for e in terms[1:]:
             memory = X.add(memory, e)
-        from addrsim.backends.arith import ideal_eval
+        from addrsim.backends.ideal import ideal_eval
         top = ideal_eval(memory, {v: bounds[v][1] for v in SHAPE_VARS}, set())
         if top >= 1 << 63:
             raise InputError(src, f"the memory model's tensor sizes can pass 2**63 bytes under the shape bounds "
@@ -736,7 +736,7 @@ def _may_exceed(e: Expr, width: int, bounds: Dict[str, Tuple[int, int]]) -> bool
     arithmetic (sound: True when in doubt)."""
     if isinstance(e, Const):
         return e.value >= 1 << width
-    from addrsim.backends.smt import IntEncoder
+    from addrsim.backends.z3_int import IntEncoder
     try:
         return IntEncoder(dict(bounds)).interval(e)[1] >= 1 << width
     except Exception:

@@ -9,7 +9,7 @@ For one kernel, one buffer and one layout, the claim proved is
 
 where ``address`` is the byte address the access computes (64-bit, hardware arithmetic) and
 ``expected`` the model's byte offset.  The query goes first to Z3 over integers with an exact
-encoding of the bit-vector semantics (:class:`addrsim.backends.smt.IntEncoder`), then, if that is
+encoding of the bit-vector semantics (:class:`addrsim.backends.z3_int.IntEncoder`), then, if that is
 inconclusive, over bit-vectors.  A counterexample is minimized (batch, then nhead_q, then
 seqlen_q, then the other dimensions and ids) and replayed on the concrete interpreter before
 it is reported; one that does not replay makes the verdict "unknown".
@@ -33,8 +33,10 @@ from addrsim.engine.machine import Access, ConcreteLanes, SymbolicLane, Unsuppor
 from addrsim.model.models import SHAPE_VARS, ModelSet, Problem, arg_layout, build_problem, buffer_pointer, grid_symbols, pointer_args
 from addrsim.prove.idioms import exact_divisions
 from addrsim.prove.probe import probe, shrink
-from addrsim.backends.smt import IntEncoder, holds_bv, to_bv
-from addrsim.backends.arith import ideal_evaluate, kept_wraps, wrap_sites
+from addrsim.backends.z3_bv import holds_bv, to_bv
+from addrsim.backends.z3_int import IntEncoder
+from addrsim.backends.ideal import ideal_evaluate, kept_wraps
+from addrsim.prove.wraps import wrap_sites
 
 PTR_LIMIT = 1 << 47          # allocations lie below 2**47 (user-mode canonical addresses)
 KERNARG_PTR = 0x7F0000000000
@@ -76,7 +78,7 @@ class Check:
     arith: str = "bv"
     prop: str = "address"             # address | bounds
     cause: str = ""                   # counterexample: overflow | formula | allocation | num_records | "" (unclassified)
-    overflow: list = field(default_factory=list)   # addrsim.backends.arith.WrapSite, first one first
+    overflow: list = field(default_factory=list)   # addrsim.prove.wraps.WrapSite, first one first
     smt2: str = ""                    # path of the SMT-LIB2 file of an undecided obligation
     loops: bool = False               # proved for every iteration of the loops that access the buffer
     offset_sym: object = None         # sympy: extracted byte offset in kernel-argument terms (display, diff)
@@ -265,7 +267,7 @@ def check(kernel: Kernel, arch: str, code: List[Instr], ex: Exploration, ms: Mod
     allocation [pointer, pointer + extent) (extent in bytes from the model's ``extent``).
 
     ``arith`` "bv" (hardware arithmetic; a counterexample is then classified as an overflow
-    when int mode proves the same claim) or "int" (unbounded integers, addrsim.backends.arith).
+    when int mode proves the same claim) or "int" (unbounded integers, addrsim.backends.ideal).
     ``smt_dir``: where an undecided obligation is written as SMT-LIB2 (None: not written).
     ``memory_gib``: device memory (GiB) that bounds the shapes, default the architecture's.
 
@@ -784,7 +786,7 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
 def _decide(conds, claim, ranges, timeout_ms, prob, min_budget_s, arith="bv"):
     """(verdict, model, reason, minimal, query): a concrete probe first, then the solver; a
     counterexample is minimised within the budget.  ``arith`` "bv" or "int"
-    (:mod:`addrsim.backends.arith`)."""
+    (:mod:`addrsim.backends.ideal`)."""
     grid = prob.grid
     names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
@@ -1044,7 +1046,7 @@ def solve(conds: List[Expr], claim: Expr, ranges, timeout_ms: int, arith: str = 
 
 def _violates(conds, claim, mdl, keep=None) -> bool:
     """Does the model satisfy the conditions and break the claim, by evaluation (``keep``
-    given: in int mode, :func:`addrsim.backends.arith.ideal_evaluate`)?"""
+    given: in int mode, :func:`addrsim.backends.ideal.ideal_evaluate`)?"""
     env = _env(conds + [claim], mdl)
     if keep is not None:
         memo: dict = {}

@@ -28,7 +28,7 @@ import z3
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.model.models import SHAPE_VARS, Assumption, Problem
-from addrsim.backends.smt import holds_bv
+from addrsim.backends.z3_bv import holds_bv
 
 CORE_RLIMIT = 20_000_000       # Z3 resource units per core query (deterministic)
 FALSE = Const(0, 1)

@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
+from addrsim.backends.vector import NoVec, vec
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Op, Sym
 
@@ -43,10 +44,6 @@ class DivisionProof:
     ranges: Dict[str, Tuple[int, int]]
     points: int
     variants: int
-
-
-class _NoVec(Exception):
-    pass
 
 
 def has_float(e: Expr, memo: Dict[int, bool]) -> bool:
@@ -143,17 +140,17 @@ def _try_division(n: Expr, ranges, cache) -> Optional[object]:
     try:
         for variant in (-1, 0, 1):
             memo = cache[bkey]["memos"].setdefault(variant, {})
-            values.append(_vec(n, env, memo, [variant]))
-    except _NoVec:
+            values.append(vec(n, env, memo, [variant]))
+    except NoVec:
         return None
     for d in divisors:
         if X.symbols(d) and len(X.symbols(d)) > 2:
             continue
         for x in _dividend_candidates(n, d):
             try:
-                dv = _vec(d, env, {}, [])
-                xv = _vec(x, env, {}, [])
-            except _NoVec:
+                dv = vec(d, env, {}, [])
+                xv = vec(x, env, {}, [])
+            except NoVec:
                 continue
             ok = dv != 0
             if not ok.any():
@@ -178,7 +175,7 @@ def _per_divisor(n: Expr, box, divisors):
     dividend in its range.  A proof over the bounded domain, as the exhaustive one; None when
     the term does not have that shape, a reason string when a query fails."""
     import z3
-    from addrsim.backends.smt import IntEncoder
+    from addrsim.backends.z3_int import IntEncoder
     d = divisors[0]
     if not isinstance(d, Sym) or any(x is not d and repr(x) != repr(d) for x in divisors):
         return None
@@ -237,8 +234,8 @@ def _fold_divisor_terms(n: Expr, dname: str, dv: int, variant: int, fm) -> Optio
             return memo[k]
         if isinstance(m, Op) and has_float(m, fm) and set(X.symbols(m)) <= {dname}:
             try:
-                v = _vec(m, env, vmemo, [variant])
-            except _NoVec:
+                v = vec(m, env, vmemo, [variant])
+            except NoVec:
                 raise
             r = Const(int(np.asarray(v).reshape(-1)[0]), m.width)
         elif isinstance(m, Sym) and m.name == dname:
@@ -251,7 +248,7 @@ def _fold_divisor_terms(n: Expr, dname: str, dv: int, variant: int, fm) -> Optio
         return r
     try:
         return go(n)
-    except _NoVec:
+    except NoVec:
         return None
 
 
@@ -268,111 +265,3 @@ def _dividend_candidates(n: Expr, d: Expr) -> List[Expr]:
         out.append(m)
     out.sort(key=lambda m: 0 if isinstance(m, Sym) else 1)
     return out[:24]
-
-
-# ----------------------------------------------------------------------------- numpy evaluator
-
-def _m(w):
-    return np.uint64(X.mask(w)) if w < 64 else np.uint64(0xFFFFFFFFFFFFFFFF)
-
-
-def _vec(e: Expr, env, memo, variant: List[int]):
-    """Vectorised evaluation of ``e`` over uint64 arrays (widths up to 32 for products);
-    ``variant`` gives, per f32_rcp node in visiting order, -1/0/+1 ULP from the nominal."""
-    k = id(e)
-    if k in memo:
-        return memo[k]
-    if isinstance(e, Const):
-        r = np.uint64(e.value)
-    elif isinstance(e, Sym):
-        r = env[e.name]
-    else:
-        op, w = e.op, e.width
-        a = [_vec(x, env, memo, variant) for x in e.args]
-        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
-            r = _vop(e, op, w, a, variant, memo)
-    memo[k] = r
-    return r
-
-
-def _vop(e, op, w, a, variant, memo):
-    M = _m(w)
-    u = np.uint64
-    if op == "add":
-        return (a[0] + a[1]) & M
-    if op == "sub":
-        return (a[0] - a[1]) & M
-    if op == "mul":
-        if w > 32:
-            raise _NoVec()
-        return (a[0] * a[1]) & M
-    if op == "mulhu":
-        if w > 32:
-            raise _NoVec()
-        return ((a[0] * a[1]) >> u(w)) & M
-    if op == "and":
-        return a[0] & a[1]
-    if op == "or":
-        return a[0] | a[1]
-    if op == "xor":
-        return a[0] ^ a[1]
-    if op == "not":
-        return ~a[0] & M
-    if op in ("shl", "lshr"):
-        s = np.asarray(a[1], dtype=np.uint64)
-        big = s >= u(w)
-        s2 = np.where(big, u(0), s)
-        v = (a[0] << s2) & M if op == "shl" else a[0] >> s2
-        return np.where(big, u(0), v)
-    if op == "zext":
-        return a[0]
-    if op == "extract":
-        hi, lo = e.params
-        return (a[0] >> u(lo)) & _m(hi - lo + 1)
-    if op == "concat":
-        return ((a[0] << u(e.args[1].width)) | a[1]) & M
-    if op == "ite":
-        return np.where(np.asarray(a[0]) != 0, a[1], a[2])
-    if op == "eq":
-        return (a[0] == a[1]).astype(np.uint64)
-    if op == "ult":
-        return (a[0] < a[1]).astype(np.uint64)
-    if op == "ule":
-        return (a[0] <= a[1]).astype(np.uint64)
-    if op == "udiv":
-        z = np.asarray(a[1]) == 0
-        return np.where(z, M, a[0] // np.where(z, u(1), a[1]))
-    if op == "urem":
-        z = np.asarray(a[1]) == 0
-        return np.where(z, a[0], a[0] % np.where(z, u(1), a[1]))
-    if op == "f32_from_u32":
-        return _fbits(np.asarray(a[0], dtype=np.uint64).astype(np.float64).astype(np.float32))
-    if op == "f32_mul":
-        return _fbits(_ffrom(a[0]) * _ffrom(a[1]))
-    if op == "u32_from_f32":
-        f = _ffrom(a[0]).astype(np.float64)
-        f = np.where(np.isnan(f), 0.0, f)
-        f = np.clip(np.trunc(f), 0.0, 4294967295.0)
-        return f.astype(np.uint64)
-    if op == "f32_rcp":
-        pos = 0
-        x = _ffrom(a[0]).astype(np.float64)
-        exact = 1.0 / x
-        r = exact.astype(np.float32)
-        step = variant[pos] if pos < len(variant) else 0
-        if step:
-            # a neighbour of the correctly rounded value stands for the hardware result
-            # only where it is within 1 ULP of the exact reciprocal; elsewhere keep r
-            nb = np.nextafter(r, np.float32(np.inf if step > 0 else -np.inf)).astype(np.float32)
-            ulp = np.spacing(np.abs(r)).astype(np.float64)
-            r = np.where(np.abs(nb.astype(np.float64) - exact) <= ulp, nb, r)
-        return _fbits(r)
-    raise _NoVec()
-
-
-def _ffrom(bits):
-    return np.asarray(bits, dtype=np.uint64).astype(np.uint32).view(np.float32)
-
-
-def _fbits(f):
-    return np.asarray(f, dtype=np.float32).view(np.uint32).astype(np.uint64)

@@ -23,10 +23,10 @@ SAMPLES = 400
 
 def _holds(conds: Sequence[Expr], claim: Expr, env, keep=None) -> bool:
     """Do all ``conds`` hold and the claim fail at ``env``?  (``keep`` given: evaluated in
-    int mode, :func:`addrsim.backends.arith.ideal_evaluate`.)"""
+    int mode, :func:`addrsim.backends.ideal.ideal_evaluate`.)"""
     memo = {}
     if keep is not None:
-        from addrsim.backends.arith import ideal_evaluate
+        from addrsim.backends.ideal import ideal_evaluate
         ev = lambda e: ideal_evaluate(e, env, keep, memo)  # noqa: E731
     else:
         ev = lambda e: X.evaluate(e, env, memo)  # noqa: E731
@@ -47,7 +47,7 @@ def _fits(conds, env, keep=None) -> bool:
     memo = {}
     try:
         if keep is not None:
-            from addrsim.backends.arith import ideal_evaluate
+            from addrsim.backends.ideal import ideal_evaluate
             return all(ideal_evaluate(c, env, keep, memo) == 1 for c in conds)
         return all(X.evaluate(c, env, memo) == 1 for c in conds)
     except (KeyError, ZeroDivisionError):

@@ -1,0 +1,137 @@
+"""The vectorised backend: numpy evaluation of an IR expression over many points at once.
+
+Owns :func:`vec`, :class:`NoVec` and :data:`VECTOR` (operator -> numpy function) with
+:data:`UNSUPPORTED` (operator -> why there is none), checked against
+:data:`addrsim.ir.ops.OPS` at import.  May import addrsim.ir only.
+
+Values are uint64 arrays, so products are exact up to 32-bit operands (wider ones raise
+NoVec, and the caller falls back to the exact evaluator).  ``f32_rcp`` can stand for a
+neighbour of the correctly rounded reciprocal (``variant``: -1/0/+1 ULP), the 1-ULP accuracy of
+V_RCP_F32 (MI300 ISA guide, VOP1 opcode table) that :mod:`addrsim.prove.idioms` quantifies over.
+"""
+from __future__ import annotations
+
+from typing import List
+
+import numpy as np
+
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.ir.ops import require_backend
+
+U = np.uint64
+
+
+class NoVec(Exception):
+    """The expression has an operator (or width) the vectorised backend does not evaluate."""
+
+
+def _m(w):
+    return U(X.mask(w)) if w < 64 else U(0xFFFFFFFFFFFFFFFF)
+
+
+def vec(e: Expr, env, memo, variant: List[int]):
+    """Vectorised value of ``e``; ``env`` maps symbol names to uint64 arrays (or scalars);
+    ``variant[0]`` is the ULP step of every f32_rcp node.  Raises NoVec."""
+    k = id(e)
+    if k in memo:
+        return memo[k]
+    if isinstance(e, Const):
+        r = U(e.value)
+    elif isinstance(e, Sym):
+        r = env[e.name]
+    else:
+        if e.op in UNSUPPORTED:
+            raise NoVec(UNSUPPORTED[e.op])
+        a = [vec(x, env, memo, variant) for x in e.args]
+        with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+            r = VECTOR[e.op](e, a, variant)
+    memo[k] = r
+    return r
+
+
+def _narrow(f):
+    def g(e, a, variant):
+        if e.width > 32:
+            raise NoVec(f"{e.op} of {e.width}-bit operands (uint64 products are exact to 32 bits)")
+        return f(e, a, variant)
+    return g
+
+
+def _shift(left):
+    def g(e, a, variant):
+        w = e.width
+        s = np.asarray(a[1], dtype=np.uint64)
+        big = s >= U(w)
+        s2 = np.where(big, U(0), s)
+        v = (a[0] << s2) & _m(w) if left else a[0] >> s2
+        return np.where(big, U(0), v)
+    return g
+
+
+def _div(e, a, variant):
+    z = np.asarray(a[1]) == 0
+    if e.op == "udiv":
+        return np.where(z, _m(e.width), a[0] // np.where(z, U(1), a[1]))
+    return np.where(z, a[0], a[0] % np.where(z, U(1), a[1]))
+
+
+def _ffrom(bits):
+    return np.asarray(bits, dtype=np.uint64).astype(np.uint32).view(np.float32)
+
+
+def _fbits(f):
+    return np.asarray(f, dtype=np.float32).view(np.uint32).astype(np.uint64)
+
+
+def _u32_from_f32(e, a, variant):
+    f = _ffrom(a[0]).astype(np.float64)
+    f = np.where(np.isnan(f), 0.0, f)
+    f = np.clip(np.trunc(f), 0.0, 4294967295.0)
+    return f.astype(np.uint64)
+
+
+def _f32_rcp(e, a, variant):
+    x = _ffrom(a[0]).astype(np.float64)
+    exact = 1.0 / x
+    r = exact.astype(np.float32)
+    step = variant[0] if variant else 0
+    if step:
+        # a neighbour of the correctly rounded value stands for the hardware result only
+        # where it is within 1 ULP of the exact reciprocal; elsewhere keep r
+        nb = np.nextafter(r, np.float32(np.inf if step > 0 else -np.inf)).astype(np.float32)
+        ulp = np.spacing(np.abs(r)).astype(np.float64)
+        r = np.where(np.abs(nb.astype(np.float64) - exact) <= ulp, nb, r)
+    return _fbits(r)
+
+
+VECTOR = {
+    "add": lambda e, a, v: (a[0] + a[1]) & _m(e.width),
+    "sub": lambda e, a, v: (a[0] - a[1]) & _m(e.width),
+    "mul": _narrow(lambda e, a, v: (a[0] * a[1]) & _m(e.width)),
+    "mulhu": _narrow(lambda e, a, v: ((a[0] * a[1]) >> U(e.width)) & _m(e.width)),
+    "and": lambda e, a, v: a[0] & a[1],
+    "or": lambda e, a, v: a[0] | a[1],
+    "xor": lambda e, a, v: a[0] ^ a[1],
+    "not": lambda e, a, v: ~a[0] & _m(e.width),
+    "shl": _shift(True),
+    "lshr": _shift(False),
+    "zext": lambda e, a, v: a[0],
+    "extract": lambda e, a, v: (a[0] >> U(e.params[1])) & _m(e.params[0] - e.params[1] + 1),
+    "concat": lambda e, a, v: ((a[0] << U(e.args[1].width)) | a[1]) & _m(e.width),
+    "ite": lambda e, a, v: np.where(np.asarray(a[0]) != 0, a[1], a[2]),
+    "eq": lambda e, a, v: (a[0] == a[1]).astype(np.uint64),
+    "ult": lambda e, a, v: (a[0] < a[1]).astype(np.uint64),
+    "ule": lambda e, a, v: (a[0] <= a[1]).astype(np.uint64),
+    "udiv": _div,
+    "urem": _div,
+    "f32_from_u32": lambda e, a, v: _fbits(np.asarray(a[0], dtype=np.uint64).astype(np.float64).astype(np.float32)),
+    "f32_mul": lambda e, a, v: _fbits(_ffrom(a[0]) * _ffrom(a[1])),
+    "u32_from_f32": _u32_from_f32,
+    "f32_rcp": _f32_rcp,
+}
+UNSUPPORTED = {
+    "mulhs": "signed products", "ashr": "arithmetic shifts", "sext": "sign extension",
+    "slt": "signed comparisons", "sle": "signed comparisons", "sel": "memory reads",
+}
+require_backend("numpy vectorised (addrsim.backends.vector)", VECTOR, UNSUPPORTED)

@@ -1,0 +1,296 @@
+"""The Z3 integer backend: an exact integer encoding of the bit-vector semantics.
+
+Owns :class:`IntEncoder` and :data:`INT` (operator -> encoding), checked against
+:data:`addrsim.ir.ops.OPS` at import.  May import addrsim.ir only.
+
+Every ``w``-bit operation whose result could leave [0, 2**w) is wrapped in ``mod 2**w``;
+interval analysis over the domain bounds drops the ``mod`` where no wrap is possible, which is
+what makes nonlinear address identities provable (DOMAIN.md section 6).  Bit operations
+without an exact integer form (``and``/``or``/``xor`` with arbitrary operands, variable
+shifts, ``mulhs``, binary32) become fresh bounded integers and the encoding is marked
+``abstracted``: then "unsat" is still a proof, but a model must be checked on the bit-vector
+side before it is believed.
+"""
+from __future__ import annotations
+
+from typing import Dict, Tuple
+
+import z3
+
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Expr, Op, Sym
+from addrsim.ir.ops import FLOAT_OPS, PREDICATES, require_backend
+
+
+class IntEncoder:
+    """Exact integer encoding of IR nodes, given integer ranges of the symbols.
+
+    ``ranges`` maps symbol names to inclusive (lo, hi); unlisted symbols range over
+    [0, 2**width).  With ``ideal=True`` the encoding is of ``int`` mode instead
+    (:mod:`addrsim.backends.ideal`): no node wraps except those in ``keep``
+    (:func:`addrsim.backends.ideal.kept_wraps`), constants added or subtracted are sign-extended
+    immediates, and signed comparisons compare the exact values.  Nodes in ``nowrap`` were
+    proved not to leave their range under the query's conditions (range obligations, DOMAIN.md
+    section 6) and are encoded without ``mod``; ``wrapped`` lists the nodes that got one.  After encoding, ``side`` holds the constraints on fresh variables and
+    ``abstracted`` lists the operations that were over-approximated."""
+
+    def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset(),
+                 nowrap=frozenset()):
+        self.ranges = ranges
+        self.ideal = ideal            # int mode (addrsim.backends.ideal): no wraps except in ``keep``
+        self.keep = keep
+        self.nowrap = nowrap          # ids of nodes proved (separately) to stay in range
+        self.wrapped = []             # (node, unwrapped term, width) of every ``mod`` emitted
+        self._cur = None
+        self.vars: Dict[str, z3.ArithRef] = {}
+        self.side = []
+        self.abstracted = []
+        self.memo: Dict[int, Tuple[z3.ArithRef, int, int]] = {}
+        self.arrays: Dict[str, z3.FuncDeclRef] = {}
+        self._fresh = 0
+
+    def var(self, name: str, width: int):
+        """The integer variable of symbol ``name`` (created with its range)."""
+        v = self.vars.get(name)
+        if v is None:
+            v = self.vars[name] = z3.Int(name)
+            lo, hi = self.ranges.get(name, (0, X.mask(width)))
+            self.side += [v >= lo, v <= hi]
+        return v
+
+    def fresh(self, width: int, why: str):
+        self._fresh += 1
+        v = z3.Int(f"abs{self._fresh}")
+        self.side += [v >= 0, v <= X.mask(width)]
+        self.abstracted.append(why)
+        return v, 0, X.mask(width)
+
+    def enc(self, e: Expr) -> z3.ArithRef:
+        return self._go(e)[0]
+
+    def holds(self, c: Expr) -> z3.BoolRef:
+        return self.enc(c) == 1
+
+    def interval(self, e: Expr) -> Tuple[int, int]:
+        r = self._go(e)
+        return r[1], r[2]
+
+    def _wrap(self, t, lo, hi, w, force=False):
+        m = 1 << w
+        if not force and self.ideal and id(self._cur) not in self.keep:
+            return t, lo, hi          # int mode: this node does not wrap
+        if lo >= 0 and hi < m:
+            return t, lo, hi
+        if not force and id(self._cur) in self.nowrap:
+            self.side += [t >= 0, t < m]             # proved separately not to wrap
+            return t, max(lo, 0), min(hi, m - 1)
+        if not force and self._cur is not None:
+            self.wrapped.append((self._cur, t, w))
+        return t % m, 0, m - 1
+
+    def _go(self, n: Expr):
+        k = id(n)
+        if k in self.memo:
+            return self.memo[k]
+        w = n.width
+        if isinstance(n, Const):
+            r = (z3.IntVal(n.value), n.value, n.value)
+        elif isinstance(n, Sym):
+            lo, hi = self.ranges.get(n.name, (0, X.mask(w)))
+            r = (self.var(n.name, w), lo, hi)
+        else:
+            prev, self._cur = self._cur, n
+            r = self._op(n, w)
+            self._cur = prev
+        self.memo[k] = r
+        return r
+
+    def _op(self, n: Op, w: int):
+        op = n.op
+        if op in ("ite", "sel"):
+            return INT[op](self, n, None, w)
+        A = [self._go(a) for a in n.args]
+        exact = self.ideal and id(n) not in self.keep
+        if exact and op in ("add", "sub"):
+            # sign-extended immediates: adding 0xffffffc0 subtracts 64 (addrsim.backends.ideal)
+            A = [(z3.IntVal(v), v, v) if v is not None else x
+                 for x, v in zip(A, (_signed(c) for c in n.args))]
+        if exact and op in _IDEAL:
+            return _IDEAL[op](self, n, A, w)
+        return INT[op](self, n, A, w)
+
+
+def _signed(c: Expr):
+    """A constant operand read as a sign-extended immediate; None for other nodes."""
+    if isinstance(c, Const) and c.width > 1:
+        return X.to_signed(c.value, c.width)
+    return None
+
+
+# Each encoding: f(encoder, node, [(term, lo, hi) of each operand], width) -> (term, lo, hi).
+
+def _sel(enc, n, A, w):
+    # an int32 array element read by the kernel: an uninterpreted function of the byte offset,
+    # non-negative (sequence starts; aiter's mha.py AV:266-269 checks the int32 dtype)
+    off = enc._go(n.args[1])[0]
+    f = enc.arrays.get(n.args[0].name)
+    if f is None:
+        f = enc.arrays[n.args[0].name] = z3.Function("sel_" + n.args[0].name, z3.IntSort(), z3.IntSort())
+    t = f(off)
+    enc.side += [t >= 0, t < (1 << 31)]
+    return t, 0, (1 << 31) - 1
+
+
+def _add(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    return enc._wrap(a + b, al + bl, ah + bh, w)
+
+
+def _sub(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    return enc._wrap(a - b, al - bh, ah - bl, w)
+
+
+def _mul(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    if isinstance(n.args[1], Const):
+        t = a * n.args[1].value
+    elif isinstance(n.args[0], Const):
+        t = n.args[0].value * b
+    else:
+        t = a * b
+    return enc._wrap(t, al * bl, ah * bh, w)
+
+
+def _mulhu(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    return a * b / (1 << w), (al * bl) >> w, (ah * bh) >> w
+
+
+def _not(enc, n, A, w):
+    a, al, ah = A[0]
+    return X.mask(w) - a, X.mask(w) - ah, X.mask(w) - al
+
+
+def _not_ideal(enc, n, A, w):
+    a, al, ah = enc._wrap(*A[0], w, force=True)
+    return X.mask(w) - a, X.mask(w) - ah, X.mask(w) - al
+
+
+def _sext(enc, n, A, w):
+    a, al, ah = A[0]
+    wa = n.args[0].width
+    if ah < (1 << (wa - 1)):
+        return a, al, ah
+    return z3.If(a >= (1 << (wa - 1)), a + (1 << w) - (1 << wa), a), 0, X.mask(w)
+
+
+def _extract(enc, n, A, w):
+    lo_b = n.params[1]
+    a, al, ah = A[0]
+    t = a / (1 << lo_b) if lo_b else a
+    return enc._wrap(t, al >> lo_b, ah >> lo_b, w)
+
+
+def _concat(enc, n, A, w):
+    (h, hl, hh), (l, ll, lh) = A
+    wl = n.args[1].width
+    return h * (1 << wl) + l, hl * (1 << wl) + ll, hh * (1 << wl) + lh
+
+
+def _lshr(enc, n, A, w):
+    if not isinstance(n.args[1], Const):
+        return enc.fresh(w, "lshr node")
+    a, al, ah = A[0]
+    s = n.args[1].value
+    if s >= w:
+        return z3.IntVal(0), 0, 0              # the whole value shifted out
+    return (a / (1 << s) if s else a), al >> s, ah >> s
+
+
+def _shl(enc, n, A, w):
+    if not isinstance(n.args[1], Const):
+        return enc.fresh(w, "shl node")
+    a, al, ah = A[0]
+    s = n.args[1].value
+    if s >= w:
+        return z3.IntVal(0), 0, 0              # the whole value shifted out
+    return enc._wrap(a * (1 << s), al << s, ah << s, w)
+
+
+def _and(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    if w == 1:
+        return a * b, al * bl, ah * bh
+    for (x, xl, xh), c in ((A[0], n.args[1]), (A[1], n.args[0])):
+        if isinstance(c, Const):
+            m = c.value
+            if m & (m + 1) == 0:  # low mask 2^k - 1
+                return enc._wrap(x, xl, xh, m.bit_length(), force=True)
+            low = (~m) & X.mask(w)
+            if low & (low + 1) == 0 and m == X.mask(w) & ~low:  # clears the low bits
+                return x - x % (low + 1), 0, xh
+    return enc.fresh(w, f"and of {n.args[0]!r} and {n.args[1]!r}")
+
+
+def _or_xor(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    if w == 1:
+        return (a + b - a * b if n.op == "or" else z3.If(a != b, 1, 0)), 0, 1
+    za, zb = n.args
+    if X.maxbits(za) <= X.lowzeros(zb) or X.maxbits(zb) <= X.lowzeros(za):
+        return a + b, al + bl, ah + bh          # disjoint bits: or and xor are a sum
+    return enc.fresh(w, f"{n.op} of {za!r} and {zb!r}")
+
+
+def _ite(enc, n, A, w):
+    c = enc._go(n.args[0])[0]
+    a, al, ah = enc._go(n.args[1])
+    b, bl, bh = enc._go(n.args[2])
+    return z3.If(c == 1, a, b), min(al, bl), max(ah, bh)
+
+
+def _pred(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    op = n.op
+    exact = enc.ideal and id(n) not in enc.keep
+    if op in ("slt", "sle") and not exact:
+        wa = n.args[0].width
+        a = z3.If(a >= (1 << (wa - 1)), a - (1 << wa), a)
+        b = z3.If(b >= (1 << (wa - 1)), b - (1 << wa), b)
+    c = {"eq": a == b, "ult": a < b, "ule": a <= b, "slt": a < b, "sle": a <= b}[op]
+    return z3.If(c, 1, 0), 0, 1
+
+
+def _udiv(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    if bl > 0:
+        return a / b, al // max(bh, 1), ah // bl
+    # divisor may be 0: SMT-LIB semantics (udiv by 0 is all ones)
+    return z3.If(b == 0, X.mask(w), a / b), 0, X.mask(w)
+
+
+def _urem(enc, n, A, w):
+    (a, al, ah), (b, bl, bh) = A
+    if bl > 0:
+        return a % b, 0, min(ah, bh - 1)
+    return z3.If(b == 0, a, a % b), 0, ah      # urem by 0 is the dividend
+
+
+def _fresh(enc, n, A, w):
+    return enc.fresh(w, f"{n.op} node")
+
+
+INT = {
+    "add": _add, "sub": _sub, "mul": _mul, "mulhu": _mulhu, "mulhs": _fresh,
+    "and": _and, "or": _or_xor, "xor": _or_xor, "not": _not,
+    "shl": _shl, "lshr": _lshr, "ashr": _fresh,
+    "zext": lambda enc, n, A, w: A[0], "sext": _sext, "extract": _extract, "concat": _concat,
+    "ite": _ite, **{p: _pred for p in PREDICATES}, "udiv": _udiv, "urem": _urem,
+    "sel": _sel, **{op: _fresh for op in FLOAT_OPS},
+}
+require_backend("Z3 integer (addrsim.backends.z3_int)", INT)
+
+# int mode (``ideal=True``, addrsim.backends.ideal): the exact value of a sign extension is its
+# operand, and a complement is read on the operand's ``w``-bit value
+_IDEAL = {"sext": lambda enc, n, A, w: A[0], "not": _not_ideal}

@@ -1,0 +1,158 @@
+"""Wrap sites: where, on a counterexample, a machine result leaves the exact (``int`` mode) one.
+
+Owns :class:`WrapSite` and :func:`wrap_sites`.  May import addrsim.ir and addrsim.backends.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from addrsim.backends.ideal import ideal_evaluate, kept_wraps
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Expr, Op
+
+
+# ----------------------------------------------------------------------------- wrap sites
+
+@dataclass
+class WrapSite:
+    """One place where the machine value leaves the exact one although its operands do not:
+    ``kind`` "instruction" (``pc``, ``text``) or "argument" (the host's 32-bit cast of kernel
+    argument ``name``).  Values are the node's machine and exact values (bytes where the node
+    is an address or offset); ``width`` in bits; ``formula`` the exact value in shape terms
+    (sympy text) and ``boundary`` the closed-form condition under which it wraps."""
+
+    kind: str
+    width: int
+    machine: int
+    exact: int
+    matters: bool = True      # does this wrap alone change the address (exact elsewhere)?
+    pc: Optional[int] = None
+    text: str = ""
+    name: str = ""
+    formula: str = ""
+    boundary: str = ""
+
+    def describe(self) -> str:
+        where = (f"the host's u32 cast of kernel argument {self.name}" if self.kind == "argument"
+                 else f"{self.text} at {self.pc:#x}" if self.pc is not None
+                 else f"a {self.width}-bit operation built outside any one instruction (a merged path or a "
+                      f"replaced division idiom)")
+        s = "" if self.matters else "(does not change the address here) "
+        s += f"{where}: exact value {self.exact} does not fit in {self.width} bits (machine value {self.machine})"
+        if self.boundary:
+            s += f"; wraps when {self.boundary}"
+        return s
+
+
+def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
+               origin: Dict[int, tuple], shape_names: Optional[Dict[str, Expr]] = None) -> List[WrapSite]:
+    """Wrap sites in the cone of ``address`` (the extracted address, in kernel-argument
+    terms) at the concrete point ``env`` (shape, grid ids, lane, pointer arguments, arrays).
+
+    ``arg_exprs`` maps kernel-argument names to their contract expressions in shape terms
+    (a ``u32`` cast is ``extract(e, 31, 0)``): the machine value of an argument is the cast
+    one, the exact value the uncast one.  ``origin`` maps ``id(node)`` to ``(node, pc,
+    text)`` of the instruction that produced it (recorded by the symbolic machine); nodes
+    built inside one instruction's semantics take the nearest producing ancestor.
+
+    A site ``matters`` when the address computed exactly except at that one site (which
+    takes its machine value) differs from the exact address.  Sorted: sites that matter
+    first, then host casts, then by pc."""
+    keep = kept_wraps([address] + list(arg_exprs.values()))
+    menv = dict(env)
+    ienv = dict(env)
+    sites: List[WrapSite] = []
+    site_keys: List[tuple] = []
+    mm: dict = {}
+    im: dict = {}
+    syms = X.symbols(address)
+    for name, s in syms.items():
+        if s.kind == "arg" and name in arg_exprs:
+            ce = arg_exprs[name]
+            try:
+                mv = X.evaluate(ce, env, mm)
+                iv = ideal_evaluate(ce, env, keep, im)
+            except KeyError:
+                continue
+            menv[name], ienv[name] = mv, iv
+            if mv != iv:
+                inner = ce.args[0] if isinstance(ce, Op) and ce.op == "extract" else ce
+                site_keys.append(("arg", name))
+                sites.append(WrapSite("argument", s.width, mv, iv, name=name,
+                                      **_formula(inner, s.width, shape_names)))
+    owner = _owners(address, origin)
+    m_memo: dict = {}
+    i_memo: dict = {}
+    try:
+        X.evaluate(address, menv, m_memo)
+        ideal_evaluate(address, ienv, keep, i_memo)
+    except KeyError:
+        return sites
+    for n in X.walk(address):
+        if not isinstance(n, Op) or id(n) in keep or n.op not in ("add", "sub", "mul", "shl", "extract"):
+            continue
+        mv, iv = m_memo.get(id(n)), i_memo.get(id(n))
+        if mv is None or iv is None or mv == iv or iv < (1 << n.width):
+            continue
+        if any(m_memo.get(id(a)) != i_memo.get(id(a)) for a in n.args if not isinstance(a, Const)):
+            continue   # an operand already wrapped: not where the wrap starts
+        pc, text = owner.get(id(n), (None, ""))
+        sub = X.substitute(n, {k: v for k, v in arg_exprs.items() if k in X.symbols(n)})
+        site_keys.append(("node", id(n)))
+        sites.append(WrapSite("instruction", n.width, mv, iv, pc=pc, text=text,
+                              **_formula(sub, n.width, shape_names)))
+    try:
+        exact_addr = i_memo[id(address)]
+        nodes = {id(n): n for n in X.walk(address)}
+        for site, key in zip(sites, site_keys):
+            if key[0] == "arg":
+                env2 = dict(ienv, **{key[1]: site.machine})
+                site.matters = ideal_evaluate(address, env2, keep, {}) != exact_addr
+            else:
+                seeded = {key[1]: site.machine}
+                site.matters = ideal_evaluate(address, ienv, keep, seeded) != exact_addr
+    except KeyError:
+        pass
+    order = sorted(range(len(sites)), key=lambda i: (not sites[i].matters, sites[i].kind != "argument",
+                                                     sites[i].pc if sites[i].pc is not None else 1 << 62))
+    return [sites[i] for i in order]
+
+
+def _owners(root: Expr, origin: Dict[int, tuple]) -> Dict[int, Tuple[int, str]]:
+    """For each node under ``root``: (pc, text) of the instruction that produced it or its
+    nearest producing ancestor."""
+    out: Dict[int, Tuple[int, str]] = {}
+    stack = [(root, None)]
+    while stack:
+        n, inherited = stack.pop()
+        if id(n) in out:
+            continue
+        o = origin.get(id(n))
+        mine = (o[1], o[2]) if o is not None and o[0] is n else inherited
+        if mine is not None:
+            out[id(n)] = mine
+        if isinstance(n, Op):
+            stack.extend((a, mine) for a in n.args)
+    return out
+
+
+def _formula(e: Expr, width: int, shape_names: Optional[Dict[str, Expr]]) -> dict:
+    """The exact value of ``e`` as sympy text, and the boundary ``value >= 2**width`` with
+    the constant factor divided out ("nhead_q*seqlen_q >= 2**24")."""
+    try:
+        import sympy
+        from addrsim.backends.sympy_text import to_sympy
+        if sum(1 for _ in X.walk(e)) > 400:
+            return {}
+        f = sympy.factor_terms(sympy.expand(to_sympy(e)))
+        lim = sympy.Integer(2) ** width
+        coeff, rest = f.as_coeff_Mul()
+        if coeff > 0 and (rest.is_Mul or rest.is_Symbol):
+            q = sympy.ceiling(lim / coeff)
+            k = sympy.log(q, 2)
+            rhs = f"2**{k}" if k.is_Integer else str(q)
+            return {"formula": str(f), "boundary": f"{rest} >= {rhs}"}
+        return {"formula": str(f), "boundary": f"{f} >= 2**{width}"}
+    except Exception:   # display only
+        return {}
