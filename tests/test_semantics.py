@@ -2,7 +2,7 @@
 reference written with Python integers and explicit 32-bit masking (CDNA3 ISA guide)."""
 from hypothesis import given, settings, strategies as st
 
-from addrsim.isa import semantics as S
+from addrsim.isa import alu as S
 from addrsim.ir.expr import Const, Sym
 from addrsim.ir import expr as X
 

@@ -19,6 +19,8 @@ import z3
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.isa.control import BranchUnsupported, condition, is_branch
+from addrsim.isa.table import lookup
 from addrsim.engine.machine import Access, ConcreteLanes, LaneMask, Machine, PathEnd, SymbolicLane, Unsupported
 from addrsim.backends.z3_bv import holds_bv
 
@@ -44,26 +46,21 @@ class Exploration:
 
 
 def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
-    """1-bit condition under which a conditional branch is taken (None: unconditional)."""
-    mn = ins.mnemonic
-    if mn == "s_branch":
-        return None
-    if mn == "s_cbranch_scc1":
-        return m.scc
-    if mn == "s_cbranch_scc0":
-        return X.bnot(m.scc)
-    if mn in ("s_cbranch_vccz", "s_cbranch_vccnz"):
-        v = m.sgpr.get(106)
-        if isinstance(v, LaneMask):
-            raise Unsupported(f"{mn} on a per-lane VCC")
-        z = X.eq(m.read_scalar("vcc", 64), Const(0, 64))
-        return z if mn.endswith("vccz") else X.bnot(z)
-    if mn in ("s_cbranch_execz", "s_cbranch_execnz"):
-        if isinstance(m.exec, LaneMask):
-            raise Unsupported(f"{mn} on a per-lane EXEC")
-        z = X.eq(m.exec_scalar(), Const(0, 64))
-        return z if mn.endswith("execz") else X.bnot(z)
-    raise Unsupported(f"branch {mn}")
+    """1-bit condition under which a conditional branch is taken (None: unconditional), from
+    its row's condition (:func:`addrsim.isa.control.condition`).  Raises Unsupported for a
+    per-lane VCC/EXEC or an unknown branch."""
+    def vcc():
+        return None if isinstance(m.sgpr.get(106), LaneMask) else m.read_scalar("vcc", 64)
+
+    def exec_():
+        return None if isinstance(m.exec, LaneMask) else m.exec_scalar()
+    cond = lookup(ins.mnemonic).branch
+    if cond == "unknown":
+        raise Unsupported(f"branch {ins.mnemonic}")
+    try:
+        return condition(cond, lambda: m.scc, vcc, exec_)
+    except BranchUnsupported as e:
+        raise Unsupported(str(e)) from None
 
 
 MAX_HEAD_STATES = 4
@@ -99,11 +96,11 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     bv_memo: dict = {}
     bv_vars: dict = {}
     loop_writes: Dict[Tuple[int, int], list] = {}
-    headers = {i.target for i in code if i.mnemonic.startswith(("s_branch", "s_cbranch"))
+    headers = {i.target for i in code if is_branch(i.mnemonic)
                and i.target is not None and i.target <= i.addr}
     starts = {i.addr for i in code}
     out.bad_branches = [f"{i.text} at {i.addr:#x} (target {i.target:#x})" for i in code
-                        if i.mnemonic.startswith(("s_branch", "s_cbranch")) and i.target is not None
+                        if is_branch(i.mnemonic) and i.target is not None
                         and i.target not in starts]
     m0.loop_entry = {}
 
@@ -158,11 +155,11 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
                 out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
                 heap = []
                 break
-            mn = ins.mnemonic
-            if mn == "s_endpgm":
+            kind = lookup(ins.mnemonic).kind
+            if kind == "end":
                 out.ends.append(PathEnd("endpgm", f"s_endpgm at {ins.addr:#x}", tuple(m.path), reached))
                 break
-            if mn.startswith(("s_branch", "s_cbranch")):
+            if kind == "branch":
                 try:
                     cond = branch_condition(m, ins)
                 except Unsupported as e:
@@ -338,10 +335,10 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
         steps += 1
         if steps > max_steps:
             raise ReplayBudget(f"more than {max_steps} instructions before {stop_addr:#x}")
-        mn = ins.mnemonic
-        if mn == "s_endpgm":
+        kind = lookup(ins.mnemonic).kind
+        if kind == "end":
             return None
-        if mn.startswith(("s_branch", "s_cbranch")):
+        if kind == "branch":
             cond = branch_condition(m, ins)
             if cond is not None and not isinstance(cond, Const):
                 raise Unsupported(f"branch condition at {ins.addr:#x} not concrete ({cond!r})")

@@ -39,6 +39,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.isa.control import is_branch
 from addrsim.engine.machine import LaneMask, SymbolicLane
 
 MAX_PAIRS = 16          # path pairs (and access pairs) checked per loop
@@ -64,7 +65,7 @@ class Body:
 
 def loops_of(code: List[Instr]) -> List[Tuple[int, int]]:
     """(header, back-edge branch) addresses of every backward branch, innermost last."""
-    out = {(i.target, i.addr) for i in code if i.mnemonic.startswith(("s_branch", "s_cbranch"))
+    out = {(i.target, i.addr) for i in code if is_branch(i.mnemonic)
            and i.target is not None and i.target <= i.addr}
     return sorted(out, key=lambda l: (l[0], -l[1]))
 

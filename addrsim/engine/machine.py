@@ -3,7 +3,7 @@ scalar memory (the kernarg segment), buffer addressing, lanes and EXEC.
 
 One :class:`Machine` runs one wavefront.  :class:`SymbolicLane` models a generic lane (its
 work-item id is a symbol); :class:`ConcreteLanes` models the 64 real lanes of a wave with
-concrete ids.  Both apply the same rows of :data:`addrsim.isa.semantics.TABLE`.
+concrete ids.  Both apply the same rows of :data:`addrsim.isa.alu.TABLE` through :func:`addrsim.isa.table.lookup`.
 
 Facts used (AMD Instinct MI300 ISA Reference Guide, CDNA3; same in the CDNA4 guide):
 
@@ -25,7 +25,8 @@ from typing import Iterable, Dict, List, Optional, Sequence, Tuple
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
-from addrsim.isa.semantics import FLOAT_ROWS, DATA_PREFIXES, NO_EFFECT, STORE_PREFIXES, TABLE, normalize
+from addrsim.isa.memory import buffer_in_range, global_offset, vsharp_fields
+from addrsim.isa.table import Row, effects, lookup
 
 VCC_LO = 106
 M0 = 124
@@ -72,30 +73,6 @@ class Access:
     first: frozenset = frozenset()   # pointer arguments this is the first access of, on its path
     size: int = 4                    # bytes the access reads or writes per lane
     in_range: Expr = Const(1, 1)     # 1-bit: the V# range check passes (always 1 for global_*)
-
-
-def access_size(mnemonic: str) -> int:
-    """Bytes per lane of a buffer/global access, from its mnemonic (``_dwordx4`` 16,
-    ``_dwordx3`` 12, ``_dwordx2`` 8, ``_dword`` and packed atomics 4, ``_short``/``_d16`` 2,
-    ``_byte`` 1)."""
-    m = mnemonic
-    for tag, n in (("dwordx4", 16), ("dwordx3", 12), ("dwordx2", 8), ("x4", 16), ("x3", 12), ("x2", 8),
-                   ("dword", 4), ("pk_add", 4), ("short", 2), ("d16", 2), ("byte", 1)):
-        if tag in m:
-            return n
-    return 4
-
-
-def buffer_in_range(index: Expr, voff: Expr, ioff: int, stride: Expr, num_records: Expr, size: int) -> Expr:
-    """The MUBUF range check (MI300 ISA guide, "Buffer addressing": out-of-range loads
-    return 0 and stores are dropped): with a V# stride of 0 (raw buffer) the byte offset
-    vgpr_offset + inst_offset (the SGPR soffset is not checked) plus the access size must not
-    pass num_records; otherwise the record index must be below num_records.  A multi-dword
-    access is counted in range only when all of it is."""
-    off = X.add(X.add(X.zext(voff, 64), Const(ioff, 64)), Const(size, 64))
-    raw = X.ule(off, X.zext(num_records, 64))
-    structured = X.ult(index, num_records)
-    return X.ite(X.eq(stride, Const(0, stride.width)), raw, structured)
 
 
 @dataclass
@@ -288,44 +265,27 @@ class Machine:
     def step(self, ins: Instr) -> Optional[str]:
         """Execute one non-branch instruction.  Returns None, or "access" when it recorded a
         buffer access in ``self.last_access``.  Raises Unsupported."""
-        mn = normalize(ins.mnemonic)
+        row = lookup(ins.mnemonic)
         self.last_access = None
-        if mn in NO_EFFECT:
-            return None
-        if mn in FLOAT_ROWS:
-            # binary32 rows matter only on address paths; with modifiers or data operands
-            # (anything opaque) the result is data, as before
-            try:
-                self._apply(ins, mn, TABLE[mn], floating=True)
-            except Unsupported:
-                self._data(ins, mn)
-            return None
-        if mn in TABLE:
-            self._apply(ins, mn, TABLE[mn])
-            return None
-        if mn.startswith("s_load_dword") or mn.startswith("s_load_b"):
-            self._smem(ins, mn)
-            return None
-        if mn.startswith("buffer_"):
-            return self._buffer(ins, mn)
-        if mn == "v_readfirstlane_b32":
-            src = ins.operands[1]
-            self.write_scalar(ins.operands[0], self.first_lane(src))
-            return None
-        if mn.startswith("global_"):
-            return self._global(ins, mn)
-        if mn.startswith(STORE_PREFIXES):
-            return None
-        if mn.startswith(DATA_PREFIXES) or mn.startswith("v_cmp_") and "_f" in mn[6:] or mn.startswith("v_cmpx") \
-                or (mn.startswith("v_") and mn.endswith(("_dpp", "_sdwa"))):
-            # DPP/SDWA forms move data across lanes or sub-dword: their results are opaque
-            self._data(ins, mn)
-            return None
-        raise Unsupported(f"no semantics for {ins.mnemonic}")
+        handler = _HANDLERS.get(row.kind)
+        if handler is None:
+            raise Unsupported(f"no semantics for {ins.mnemonic}")
+        return handler(self, ins, row)
 
-    def _data(self, ins: Instr, mn: str):
+    def _float(self, ins: Instr, row: Row):
+        # binary32 rows matter only on address paths; with modifiers or data operands
+        # (anything opaque) the result is data
+        try:
+            self._apply(ins, row, floating=True)
+        except Unsupported:
+            self._data(ins, row)
+
+    def _lane(self, ins: Instr, row: Row):
+        self.write_scalar(ins.operands[0], self.first_lane(ins.operands[1]))
+
+    def _data(self, ins: Instr, row: Row):
         """Destination gets data addrsim does not model (memory contents, floating point)."""
-        if mn.startswith("v_cmpx") or ("exec" in ins.operands[:1]):
+        if row.writes_exec or ("exec" in ins.operands[:1]):
             self.exec = self.opaque(64, f"EXEC written by {ins.mnemonic} at {ins.addr:#x}")
         if not ins.operands:
             return
@@ -340,11 +300,12 @@ class Machine:
         else:
             for k in range(n):
                 self.vgpr[(f, idx + k)] = [self.opaque(32, why)] * self.nlanes
-        if mn.startswith("v_cmp"):
+        if row.writes_vcc:
             self.sgpr[VCC_LO] = self.opaque(32, why)
             self.sgpr[VCC_LO + 1] = self.opaque(32, why)
 
-    def _apply(self, ins: Instr, mn: str, s, floating: bool = False):
+    def _apply(self, ins: Instr, row: Row, floating: bool = False):
+        s = row.sem
         ops = list(ins.operands)
         if any(t.startswith(("neg(", "abs(", "-v", "|", "-s")) for t in ops) or any(
                 m.startswith(("clamp", "omod", "mul:", "div:", "op_sel", "row_", "quad_perm", "dpp", "bank_mask"))
@@ -358,15 +319,12 @@ class Machine:
             # s_cselect/s_cmov read the old destination implicitly only for s_cmov
             # s_cmov_b32 and the SOPK accumulate forms (s_addk_i32, s_mulk_i32: "sdst, simm16")
             # read their destination as the first source (MI300 ISA guide section 4.3 SOPK)
-            if mn in ("s_cmov_b32", "s_addk_i32", "s_mulk_i32") and len(ops) == 2:
+            if row.reads_dst and len(ops) == 2:
                 ops = [ops[0], ops[0], ops[1]]
             else:
                 raise Unsupported(f"{ins.mnemonic}: {len(ops)} operands, expected {len(outs) + len(explicit_in)}")
         out_ops, in_ops = ops[:len(outs)], ops[len(outs):]
-        if mn == "s_cmov_b32":
-            outs, in_ops = ["s32"], in_ops
-        scalar = mn.startswith("s_")
-        if scalar:
+        if row.kind == "salu":
             vals, k = [], 0
             for t in ins_tokens:
                 if t == "scc":
@@ -415,7 +373,7 @@ class Machine:
             if isinstance(r, X.Op) and id(r) not in self.origin:
                 self.origin[id(r)] = (r, ins.addr, ins.text)
 
-    def _smem(self, ins: Instr, mn: str):
+    def _smem(self, ins: Instr, row: Row):
         dst, base_op = ins.operands[0], ins.operands[1]
         off_op = ins.operands[2] if len(ins.operands) > 2 else "0"
         r = self.parse_reg(dst)
@@ -445,26 +403,17 @@ class Machine:
 
     def destinations(self, ins: Instr) -> List[object]:
         """Registers ``ins`` may write: parse_reg tuples of its destination operands, plus
-        "scc" and "exec" where it may write them (conservative for unknown instructions)."""
-        mn = normalize(ins.mnemonic)
-        ops = list(ins.operands)
-        out: List[object] = ["scc"] if mn.startswith("s_") else []
-        if mn in NO_EFFECT or mn.startswith(("s_branch", "s_cbranch", "s_endpgm", "s_waitcnt")):
-            return out
-        n_dst = 1
-        if mn in TABLE:
-            n_dst = len([t for t in TABLE[mn].outs if t != "scc"])
-        elif mn.startswith(STORE_PREFIXES) or (mn.startswith(("buffer_store", "global_store"))) or \
-                (mn.startswith(("buffer_atomic", "global_atomic")) and ins.modifier("glc") is None) or \
-                (mn.startswith("buffer_load") and ins.modifier("lds") is not None):
-            n_dst = 0
-        for op in ops[:n_dst]:
+        "scc" and "exec" where it may write them (conservative for unknown instructions:
+        :func:`addrsim.isa.table.effects`)."""
+        eff = effects(lookup(ins.mnemonic), lambda name: ins.modifier(name) is not None)
+        out: List[object] = ["scc"] if eff.scc else []
+        for op in ins.operands[:eff.n_dst]:
             r = self.parse_reg(op)
             if r is not None:
                 out.append(r if r[0] != "exec" else "exec")
-        if mn.startswith("v_cmpx") or "saveexec" in mn:
+        if eff.exec:
             out.append("exec")
-        if mn.startswith("v_cmp") or "_co_" in mn or mn.startswith(("v_addc", "v_subb", "v_div_scale")):
+        if eff.vcc:
             out.append(("s", VCC_LO, 2))
         return out
 
@@ -538,13 +487,13 @@ class Machine:
             self.kernargs[key] = self.opaque(8, f"kernarg byte {b} outside every listed argument")
         return self.kernargs[key]
 
-    def _global(self, ins: Instr, mn: str) -> str:
+    def _global(self, ins: Instr, row: Row) -> str:
         """GLOBAL segment access (MI300 ISA guide section 9.1 "FLAT, global and scratch"):
         address = saddr + zext(vaddr[31:0]) + offset when saddr is an SGPR pair, else
         vaddr[63:0] + offset; offset is a signed 13-bit immediate."""
         ops = ins.operands
-        is_load = mn.startswith("global_load")
-        returns = is_load or (mn.startswith("global_atomic") and ins.modifier("glc") is not None)
+        is_load = row.mem == "load"
+        returns = is_load or (row.mem == "atomic" and ins.modifier("glc") is not None)
         if returns:
             vdst, vaddr, rest = ops[0], ops[1], ops[2:]
         else:
@@ -552,8 +501,7 @@ class Machine:
         saddr = rest[-1] if rest else "off"
         if len(rest) not in (1, 2):
             raise Unsupported(f"{ins.mnemonic}: operands {ops}")
-        ioff = int(ins.modifier("offset") or "0", 0)
-        ioff = ioff - (1 << 13) if ioff >= (1 << 12) and ioff < (1 << 13) else ioff
+        ioff = global_offset(int(ins.modifier("offset") or "0", 0))
         self.last_access = []
         sbase = None if saddr == "off" else self.read_scalar(saddr, 64)
         for lane in range(self.nlanes):
@@ -565,7 +513,7 @@ class Machine:
                 addr = X.add(base, Const(ioff & X.mask(64), 64))
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), (), base,
                                            Const(0, 14), Const(0, 32), addr, self.lane_active(lane), False, (),
-                                           size=access_size(mn)))
+                                           size=row.nbytes))
         if returns and vdst is not None:
             rr = self.parse_reg(vdst)
             if rr and rr[0] in ("v", "a"):
@@ -573,10 +521,10 @@ class Machine:
                     self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (memory data)")] * self.nlanes
         return "access"
 
-    def _buffer(self, ins: Instr, mn: str) -> str:
+    def _buffer(self, ins: Instr, row: Row) -> str:
         ops = ins.operands
         lds = ins.modifier("lds") is not None
-        is_load = mn.startswith("buffer_load")
+        is_load = row.mem == "load"
         if lds and is_load:
             vdata, vaddr, rsrc, soff = None, ops[0], ops[1], ops[2]
         else:
@@ -588,10 +536,7 @@ class Machine:
         if r is None or r[0] != "s" or r[2] != 4:
             raise Unsupported(f"{ins.mnemonic}: resource {rsrc!r} is not an SGPR quad")
         words = tuple(self._sword(r[1] + k) for k in range(4))
-        base = X.concat(X.extract(words[1], 15, 0), words[0])
-        stride = X.extract(words[1], 29, 16)
-        swz = X.extract(words[1], 31, 31)
-        addtid = X.extract(words[3], 23, 23)
+        base, stride, swz, addtid = vsharp_fields(words)
         notes = []
         if not (isinstance(swz, Const) and swz.value == 0 and isinstance(addtid, Const) and addtid.value == 0):
             notes.append("V# swizzle_enable/add_tid_enable not provably 0: swizzled addressing not modelled")
@@ -608,7 +553,7 @@ class Machine:
                 voff = self.read_vector(vaddr, 32, lane)
             addr = X.add(X.add(X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), Const(ioff, 64)),
                                X.zext(voff, 64)), X.mul(X.zext(index, 64), X.zext(stride, 64)))
-            size = access_size(mn)
+            size = row.nbytes
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
                                            stride, words[2], addr, self.lane_active(lane), lds, tuple(notes),
                                            size=size, in_range=buffer_in_range(index, voff, ioff, stride,
@@ -618,7 +563,7 @@ class Machine:
             if rr and rr[0] in ("v", "a"):
                 for k in range(rr[2]):
                     self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (memory data)")] * self.nlanes
-        if "atomic" in mn and ins.modifier("glc") is not None and vdata:
+        if row.mem == "atomic" and ins.modifier("glc") is not None and vdata:
             rr = self.parse_reg(vdata)
             if rr and rr[0] in ("v", "a"):
                 for k in range(rr[2]):
@@ -799,3 +744,23 @@ class ConcreteLanes(Machine):
             return self.opaque(32, "v_readfirstlane_b32 with an unknown or empty EXEC")
         first = (ex.value & -ex.value).bit_length() - 1
         return self.read_vector(op, 32, first)
+
+
+def _nothing(m: Machine, ins: Instr, row: Row):
+    return None
+
+
+def _run(method):
+    def handler(m: Machine, ins: Instr, row: Row):
+        method(m, ins, row)
+        return None
+    return handler
+
+
+#: The machine's handler of each kind of :mod:`addrsim.isa.table` row ("unknown" has none).
+_HANDLERS = {
+    "nop": _nothing, "store": _nothing,
+    "salu": _run(Machine._apply), "valu": _run(Machine._apply), "float": _run(Machine._float),
+    "smem": _run(Machine._smem), "lane": _run(Machine._lane), "data": _run(Machine._data),
+    "buffer": Machine._buffer, "global": Machine._global,
+}

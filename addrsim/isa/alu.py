@@ -1,4 +1,8 @@
-"""Instruction semantics for CDNA3 (gfx942) and CDNA4 (gfx950), one row per mnemonic.
+"""ALU semantics for CDNA3 (gfx942) and CDNA4 (gfx950), one row per mnemonic.
+
+Owns :data:`TABLE` (mnemonic -> :class:`Sem`) and :data:`FLOAT_ROWS`.  May import addrsim.ir
+only.  Which other instructions exist (memory, lanes, control flow) and what each writes is
+:mod:`addrsim.isa.table`.
 
 Each row of :data:`TABLE` is a :class:`Sem`: the operand signature and a small pure function
 from source values to destination values, written over the expression IR of
@@ -306,8 +310,7 @@ for _c, _f in _CMP.items():
 sem("v_cmp_lg_u32", "m:v32,v32")(lambda a, b: (X.bnot(X.eq(a, b)),))
 
 
-# ------------------------------------------------------------------ classes handled by the machine
-#: Instructions with no effect on registers the address analysis tracks.
+# ------------------------------------------------------------------ binary32
 # Floating point used in address arithmetic (LLVM's 32-bit unsigned division expansion:
 # cvt, rcp_iflag, mul by 0x4f7ffffe, cvt back, then integer refinement).  These rows build
 # binary32 nodes; addrsim.prove.idioms proves the whole idiom exact before an address relies on it.
@@ -317,35 +320,3 @@ sem("v_rcp_f32", "v32:v32")(lambda a: (X.fop("f32_rcp", a),))
 sem("v_mul_f32", "v32:v32,v32")(lambda a, b: (X.fop("f32_mul", a, b),))
 sem("v_cvt_u32_f32", "v32:v32")(lambda a: (X.fop("u32_from_f32", a),))
 FLOAT_ROWS = frozenset({"v_cvt_f32_u32", "v_rcp_iflag_f32", "v_rcp_f32", "v_mul_f32", "v_cvt_u32_f32"})
-
-
-NO_EFFECT = {
-    "s_waitcnt", "s_nop", "s_barrier", "s_setprio", "s_sleep", "s_dcache_wb", "s_dcache_inv",
-    "s_icache_inv", "s_waitcnt_vscnt", "s_waitcnt_vmcnt", "s_waitcnt_lgkmcnt", "s_waitcnt_expcnt",
-    "s_sched_barrier", "buffer_wbl2", "buffer_inv", "s_setreg_imm32_b32", "s_set_gpr_idx_off",
-    "s_ttracedata", "s_sethalt", "s_denorm_mode", "s_round_mode",
-}
-
-#: Prefixes of instructions whose destination holds data addrsim does not model (memory
-#: contents, floating point, matrix results): the destination becomes an opaque value.
-DATA_PREFIXES = (
-    "ds_read", "ds_load", "ds_bpermute", "ds_permute", "ds_swizzle", "v_mfma", "v_smfmac",
-    "v_cvt_", "v_rcp", "v_rsq", "v_sqrt", "v_exp", "v_log", "v_sin", "v_cos", "v_fma", "v_mac",
-    "v_pk_", "v_dot", "v_mul_f", "v_add_f", "v_sub_f", "v_subrev_f", "v_max_f", "v_min_f",
-    "v_fract", "v_ldexp", "v_frexp", "v_div_", "v_med3_f", "v_mad_f", "v_cmp_class", "v_trunc_f",
-    "v_floor_f", "v_ceil_f", "v_rndne_f", "v_exp_f", "v_max3_f", "v_min3_f", "v_madmk_f", "v_madak_f",
-    "flat_load", "scratch_load", "flat_atomic", "v_mov_b64", "v_prng",
-    "v_permlane", "v_swap",
-)
-
-#: Prefixes of instructions that only write memory (no register effect).
-STORE_PREFIXES = ("ds_write", "ds_store", "global_store", "flat_store", "scratch_store", "ds_add",
-                  "ds_max", "ds_min", "ds_or", "ds_and", "ds_xor", "ds_inc", "ds_dec", "ds_sub")
-
-
-def normalize(mnemonic: str) -> str:
-    """Strip the encoding suffix llvm-objdump prints (``_e32``, ``_e64``, ``_sdwa``, ``_dpp``)."""
-    for suf in ("_e32", "_e64", "_vop3"):
-        if mnemonic.endswith(suf):
-            return mnemonic[: -len(suf)]
-    return mnemonic
