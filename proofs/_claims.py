@@ -35,13 +35,14 @@ claim is proved only when every case is.
 """
 from __future__ import annotations
 
-import ast
 import itertools
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Mapping, Optional, Sequence, Tuple
 
 import z3
+
+from addrsim.model.parse import compile_stride
 
 U32 = 2 ** 32
 GiB = 2 ** 30
@@ -412,32 +413,13 @@ def describe(res: Result) -> str:
 
 # --------------------------------------------------------------------------- safe expressions
 
-_BINOPS = {ast.Add: lambda a, b: a + b, ast.Sub: lambda a, b: a - b, ast.Mult: lambda a, b: a * b,
-           ast.FloorDiv: div, ast.Div: div}
-
-
 def parse_expr(text, names: Sequence[str]) -> Callable[[dict], Any]:
     """Compile a stride expression such as ``"nhead_q*(seqlen_q + 64)"`` into a function of an
-    environment.  The text is parsed with :func:`ast.parse` and walked; only non-negative
-    integer constants, the given names, ``+ - * / //`` and parentheses are accepted (``/`` is
-    integer division).  Nothing is evaluated as Python."""
-    if isinstance(text, int) and not isinstance(text, bool):
-        return lambda env, c=text: c
-    if not isinstance(text, str) or len(text) > 500:
-        raise ValueError(f"not a stride expression: {text!r}")
-    allowed = frozenset(names)
-
-    def conv(node):
-        if isinstance(node, ast.Constant) and type(node.value) is int and node.value >= 0:
-            return lambda env, c=node.value: c
-        if isinstance(node, ast.Name) and node.id in allowed:
-            return lambda env, n=node.id: env[n]
-        if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
-            f, a, b = _BINOPS[type(node.op)], conv(node.left), conv(node.right)
-            return lambda env: f(a(env), b(env))
-        raise ValueError(f"disallowed construct {ast.dump(node)[:60]} in {text!r}")
-
-    return conv(ast.parse(text, mode="eval").body)
+    environment: addrsim's one model-expression parser under its stride profile
+    (:func:`addrsim.model.parse.compile_stride`: non-negative integer constants, the given
+    names, ``+ - * / //`` and parentheses; ``/`` is integer division).  Nothing is evaluated as
+    Python.  Raises ValueError (ModelExprError) for anything else."""
+    return compile_stride(text, names)
 
 
 # --------------------------------------------------------------------------- shared facts

@@ -15,6 +15,8 @@ from typing import Any, Callable, Dict, Mapping
 
 import yaml
 
+from addrsim.model.layout import resolve
+
 from ._claims import parse_expr
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,15 +54,11 @@ def _load(path: Path) -> Dict[str, dict]:
 
 
 def _make(name: str, spec: dict, base: Dict[str, dict], origin: str) -> Layout:
-    order = name
-    tensors: Dict[str, dict] = {}
-    if "extends" in spec:
-        parent = base[spec["extends"]]
-        order = spec["extends"]
-        tensors.update({k: dict(parent[k]) for k in ("q", "lse")})
-    for k in ("q", "lse"):
-        if k in spec:
-            tensors[k] = dict(spec[k])
+    """Q's and LSE's strides of ``spec`` (``extends`` resolved by addrsim's Layout value,
+    :func:`addrsim.model.layout.resolve`), compiled by the one model-expression parser."""
+    value = resolve({**base, name: spec}, name, origin)
+    tensors = {k: value.strides[k] for k in ("q", "lse")}
+    order = value.order if "extends" in spec else name
     text = {f"q.{k}": str(x) for k, x in tensors["q"].items()}
     text.update({f"lse.{k}": str(x) for k, x in tensors["lse"].items()})
     return Layout(name, order, _compile(tensors["q"]), _compile(tensors["lse"]), origin, text)

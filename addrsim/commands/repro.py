@@ -28,13 +28,11 @@ from __future__ import annotations
 
 from typing import Dict, Optional
 
-#: the permutation that makes a [b, s, h, d] view with the layout's memory order:
-#: storage dims (in memory order) and the permute back to [b, s, h, d]
-LAYOUT_VIEWS = {
-    "bshd": ("(b, s, h, d)", None),
-    "bhsd": ("(b, h, s, d)", (0, 2, 1, 3)),
-    "sbhd": ("(s, b, h, d)", (1, 0, 2, 3)),
-}
+from addrsim.model.layout import VIEWS
+
+#: the permutation that makes a [b, s, h, d] view with the layout's memory order: storage
+#: dims (in memory order) and the permute back to [b, s, h, d] (the Layout value's view)
+LAYOUT_VIEWS = {name: ("(" + ", ".join(dims) + ")", perm) for name, (dims, perm) in VIEWS.items()}
 
 
 def bf16_cvt(kernel: str) -> int:

@@ -21,6 +21,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from addrsim.model.layout import VIEWS    # pure Python: the runner needs only PyTorch besides
+
 KEYS = 64
 TOL = 1e-2
 MAX_LSE_ELEMS = 1 << 30          # 4 GiB of fp32 per buffer
@@ -51,6 +53,13 @@ def gather(buf, off: Optional[int], ok: bool, rows: int):
     out = torch.zeros(rows, dtype=torch.float32)
     out[valid] = buf[idx[valid]]
     return out
+
+
+def token_major(layout: str) -> bool:
+    """Whether Q/dO rows of ``layout`` are stored sequence before head (bshd, sbhd: token-major)
+    or head before sequence (bhsd): from the Layout value's storage order."""
+    dims = VIEWS[layout][0]
+    return dims.index("s") < dims.index("h")
 
 
 def _offsets(case: dict, buf: str, pair: Tuple[int, int], H: int, S: int) -> Tuple[Optional[int], bool]:
@@ -84,7 +93,7 @@ def validate_plan(plan) -> None:
                      ("pairs", list), ("offsets", dict)):
             if not isinstance(c.get(k), t):
                 raise PlanError(f"{where}: {k!r} missing or not a {t.__name__}")
-        if c["layout"] not in ("bhsd", "bshd", "sbhd"):
+        if c["layout"] not in VIEWS:
             raise PlanError(f"{where}: layout {c['layout']!r} (the runner stores Q/dO as bhsd, bshd or sbhd)")
         if c["predicted"] not in ("pass", "fail"):
             raise PlanError(f"{where}: predicted must be pass or fail")
@@ -166,7 +175,7 @@ def run_case(case: dict, backend: str = "torch", device: Optional[str] = None, s
     else:
         from addrsim.gpu.attention_triton import backward_pairs
         res = backward_pairs([data[p] for p in pairs], bufs["lse"], bufs["d"], offs["lse"], offs["d"], scale,
-                             token_major=case["layout"] != "bhsd", device=device)
+                             token_major=token_major(case["layout"]), device=device)
         outs = dict(zip(pairs, res))
     err = {}
     for t in ("dq", "dk", "dv"):

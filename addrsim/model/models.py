@@ -20,6 +20,7 @@ import yaml
 
 from addrsim.ir import expr as X
 from addrsim.model import parse as modelexpr
+from addrsim.model.layout import Layout, resolve
 from addrsim.loader.codeobj import Kernel
 from addrsim.errors import InputError
 from addrsim.ir.expr import Const, Expr, Sym
@@ -255,31 +256,13 @@ def _check_layout(name: str, lay: dict, f):
 def layout_strides(ms: ModelSet, name: str, path="<layouts>", mode: str = "batch") -> Dict[str, Dict[str, str]]:
     """Element-stride expressions of layout ``name`` with ``extends`` resolved: tensor ->
     {"batch"|"head"|"seq": expression}.  In group mode the layout's ``group`` section is used
-    (packed [total, ...] tensors, no batch stride)."""
-    seen = []
-    out: Dict[str, Dict[str, str]] = {}
-    cur = name
-    chain = []
-    while cur is not None:
-        if cur in seen:
-            raise InputError(path, f"layout {name}: cycle in extends")
-        seen.append(cur)
-        lay = ms.layouts.get(cur)
-        if lay is None:
-            raise InputError(path, f"unknown layout {cur!r} (known: {', '.join(sorted(ms.layouts))})")
-        chain.append(lay)
-        cur = lay.get("extends")
-    for lay in reversed(chain):
-        src = lay.get("group") or {} if mode == "group" else lay
-        if not isinstance(src, dict):
-            raise InputError(path, f"layout {name}: group must map tensors to strides")
-        for t, v in src.items():
-            if t in ("extends", "group"):
-                continue
-            if not isinstance(v, dict):
-                raise InputError(path, f"layout {name}: {t} must map batch/head/seq to expressions")
-            out.setdefault(t, {}).update(v)
-    return out
+    (packed [total, ...] tensors, no batch stride).  See :class:`addrsim.model.layout.Layout`."""
+    return {t: dict(v) for t, v in layout_of(ms, name, path).mode(mode).items()}
+
+
+def layout_of(ms: ModelSet, name: str, path="<layouts>") -> Layout:
+    """The :class:`addrsim.model.layout.Layout` value of ``name``.  Raises InputError."""
+    return resolve(ms.layouts, name, path)
 
 
 @dataclass(frozen=True)

@@ -144,3 +144,50 @@ def _conv(node, names, text) -> Expr:
             return X.ite(X.ult(a, b), a, b) if fn == "min" else X.ite(X.ult(a, b), b, a)
         raise ModelExprError(f"function {fn}() with {len(args)} arguments not allowed in {text!r}")
     raise ModelExprError(f"construct {type(node).__name__} not allowed in {text!r}")
+
+
+# ------------------------------------------------------------------ the stride profile
+
+#: the syntax a stride expression may use (models/layouts.yaml, proofs/_layouts.py): non-negative
+#: integer constants, names, + - * / // and parentheses
+_STRIDE_NODES = (ast.Expression, ast.BinOp, ast.Constant, ast.Name, ast.Load, ast.Add, ast.Sub, ast.Mult,
+                 ast.Div, ast.FloorDiv)
+
+
+def compile_stride(text, names) -> Callable[[dict], object]:
+    """A stride expression (``"nhead_q*(seqlen_q + 64)"``) over the shape variables ``names``
+    as a function of an environment (name -> int, or name -> Z3 integer term): the exact
+    integer value, ``/`` and ``//`` integer division.  Parsed by :func:`parse` (never
+    evaluated as Python) under the stride profile; raises ModelExprError for anything else
+    (unary minus, calls, comparisons, floats, unknown names)."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return lambda env, c=text: c
+    if not isinstance(text, str) or len(text) > 500:
+        raise ModelExprError(f"not a stride expression: {text!r}")
+    try:
+        tree = ast.parse(text, mode="eval")
+    except SyntaxError as e:
+        raise ModelExprError(f"syntax error in {text!r}: {e.msg}") from None
+    for node in ast.walk(tree):
+        if not isinstance(node, _STRIDE_NODES) or (isinstance(node, ast.Constant) and type(node.value) is not int):
+            raise ModelExprError(f"disallowed construct {type(node).__name__} in stride {text!r}")
+    e = parse(text, {n: X.Sym(n, W, "shape") for n in names})
+    return lambda env: _exact(e, env)
+
+
+def _exact(e: Expr, env):
+    """Exact integer value of a stride expression (add, sub, mul, udiv only) over ints or Z3 terms."""
+    if isinstance(e, Const):
+        return e.value
+    if isinstance(e, X.Sym):
+        return env[e.name]
+    a, b = (_exact(x, env) for x in e.args)
+    if e.op == "add":
+        return a + b
+    if e.op == "sub":
+        return a - b
+    if e.op == "mul":
+        return a * b
+    if e.op == "udiv":
+        return a // b if isinstance(a, int) and isinstance(b, int) else a / b
+    raise ModelExprError(f"operator {e.op} in a stride expression")
