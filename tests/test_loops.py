@@ -41,7 +41,10 @@ def test_first_iteration_alone_would_pass(tmp_path):
     from addrsim.loader.disasm import disassemble
     from addrsim.engine.explore import explore
     from addrsim.model.models import load_models
-    from addrsim.prove.check import check, initial_machine, pointers_in
+    from addrsim.prove.check import check
+    from addrsim.prove.replay import Subject
+    from addrsim.prove.machines import initial_machine
+    from addrsim.prove.targets import pointers_in
     co_path = build("lse_loop_head_step", tmp_path)
     co = codeobj.load(co_path)
     k = co.kernels[0]
@@ -50,5 +53,5 @@ def test_first_iteration_alone_would_pass(tmp_path):
     m, _ = initial_machine(k, co.arch, ms)
     ex = explore(code, m, lambda a: pointers_in(a.base), {"Lse"})
     ex.heads.clear()       # forget the loop entry states: only iteration 1 is checked
-    c = check(k, co.arch, code, ex, ms, "lse", "bhsd")
+    c = check(Subject(k, co.arch, code, ms), ex, "lse", "bhsd")
     assert c.verdict == "proved"

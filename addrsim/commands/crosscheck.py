@@ -139,7 +139,7 @@ class AddressFunction:
     def key_side_arguments(self, buffer: str) -> List[str]:
         """Kernel arguments the buffer's address reads that the host derives from seqlen_k
         (none for LSE/D in every kernel addrsim has seen)."""
-        from addrsim.prove.check import targets_for
+        from addrsim.prove.targets import targets_for
         prob = self.problem(next(iter(self.ms.layouts)))
         ptr = self.sub.pointers[buffer]
         names = set()

@@ -3,7 +3,7 @@
 The prover reasons about the address expressions that :func:`addrsim.engine.explore.explore`
 extracts.  This module evaluates those expressions on concrete values (shape, kernel
 arguments, workgroup ids, lane, pointer bases) and runs the concrete interpreter
-(:func:`addrsim.prove.check.concrete_machine` + :func:`addrsim.engine.explore.run_concrete`) on the same
+(:func:`addrsim.prove.machines.concrete_machine` + :func:`addrsim.engine.explore.run_concrete`) on the same
 values, so that a test can check that both give the same byte address for an access.
 
 All addresses and offsets here are byte addresses (unsigned 64-bit integers).
@@ -32,7 +32,8 @@ from addrsim.ir.expr import Expr, Sym
 from addrsim.prove.idioms import exact_divisions
 from addrsim.engine.machine import WAVE
 from addrsim.model.models import SHAPE_VARS, ModelSet, Problem, buffer_pointer, build_problem, load_models, pointer_args
-from addrsim.prove.check import KERNARG_PTR, LANE, PTR_LIMIT, Target, concrete_machine, initial_machine, pointers_in, targets_for
+from addrsim.prove.machines import KERNARG_PTR, LANE, PTR_LIMIT, concrete_machine, initial_machine
+from addrsim.prove.targets import Target, pointers_in, targets_for
 from addrsim.backends.z3_int import IntEncoder
 
 __all__ = ["DifferentialError", "NotEvaluable", "NotReached", "Subject", "load_subject", "pointer_bases",

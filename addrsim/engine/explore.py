@@ -43,6 +43,10 @@ class Exploration:
     capped_heads: set = field(default_factory=set)   # loop headers reached in more than MAX_HEAD_STATES states
     back_states: list = field(default_factory=list)   # states at the back edge (one-iteration runs)
     bad_branches: list = field(default_factory=list)  # "text at pc": direct branches to no instruction start
+    # what the prover derives from this exploration, per pointer argument, so that the checks
+    # of one kernel share it: "targets" (ptr -> Targets), "capped" (ptr -> why a case split
+    # was capped), "bodies" ((head, end, k) -> one loop iteration), "divisions" (division proofs)
+    derived: dict = field(default_factory=dict)
 
 
 def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:

@@ -43,7 +43,7 @@ from addrsim.isa.control import is_branch
 from addrsim.engine.machine import LaneMask, SymbolicLane
 
 MAX_PAIRS = 16          # path pairs (and access pairs) checked per loop
-CANONICAL = 1 << 47     # user-mode addresses lie below 2**47 (as in addrsim.prove.check.PTR_LIMIT)
+CANONICAL = 1 << 47     # user-mode addresses lie below 2**47 (as in addrsim.prove.machines.PTR_LIMIT)
 REPLAY_ITERATIONS = 4   # iterations the concrete interpreter runs to confirm a failed step
 
 

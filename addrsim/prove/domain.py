@@ -29,25 +29,10 @@ from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.model.models import SHAPE_VARS, Assumption, Problem
 from addrsim.backends.z3_bv import holds_bv
+from addrsim.prove.verdict import Witness
 
 CORE_RLIMIT = 20_000_000       # Z3 resource units per core query (deterministic)
 FALSE = Const(0, 1)
-
-
-@dataclass
-class Witness:
-    """A shape of the domain where the proved access runs: ``offset`` is its byte offset from
-    workgroup (0, 0), equal to the expected one; ``replayed_on`` says how it was confirmed."""
-
-    shape: Dict[str, int]
-    coords: Dict[str, int]
-    lane: int
-    offset: int
-    replayed_on: str = "this kernel"
-
-    def json(self) -> dict:
-        return {"shape": self.shape, "coords": self.coords, "lane": self.lane, "offset": self.offset,
-                "replayed_on": self.replayed_on}
 
 
 @dataclass

@@ -5,7 +5,7 @@ batch 2, nhead 2) and shapes where a 32-bit byte offset wraps (tensors past 4 Gi
 probe evaluates the claim on a deterministic sample of such shapes (each point checked
 against every domain constraint and path condition by evaluation, so a point it returns is a
 real counterexample of the query); then it shrinks the point one variable at a time, in the
-order of :data:`addrsim.prove.check.ORDER`, keeping it a counterexample.  A probe never proves
+order of :data:`addrsim.prove.query.ORDER`, keeping it a counterexample.  A probe never proves
 anything: when it finds nothing, the solver decides.
 """
 from __future__ import annotations

@@ -17,7 +17,8 @@ from addrsim.errors import InputError
 from addrsim.engine.explore import explore
 from addrsim.loader.listing import load_source
 from addrsim.model.models import ModelSet, buffer_pointer, load_models
-from addrsim.prove.check import initial_machine, pointers_in, targets_for
+from addrsim.prove.machines import initial_machine
+from addrsim.prove.targets import pointers_in, targets_for
 
 VALUE_CHARS = 160
 

@@ -1,0 +1,130 @@
+"""TODO targets"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import product
+from typing import Dict, List, Tuple
+
+import z3
+
+from addrsim.ir import expr as X
+from addrsim.engine.explore import Exploration
+from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.engine.machine import Access
+from addrsim.backends.z3_bv import holds_bv
+
+
+
+class CaseSplitCap(Exception):
+    """More select conditions than :func:`leaves` splits: the check must be unknown."""
+
+
+def leaves(e: Expr, limit: int = 4) -> List[Tuple[List[Tuple[Expr, int]], Dict[int, Expr]]]:
+    """Case split of ``e`` on the conditions of its ``ite`` nodes that choose between
+    different pointer arguments, or between a modelled value and data (where two paths
+    merged): a list of (assignment, replacement map) pairs, at most
+    2**limit of them."""
+    conds, seen = [], set()
+    for n in X.walk(e):
+        if isinstance(n, X.Op) and n.op == "ite" and id(n.args[0]) not in seen \
+                and (pointers_in(n.args[1]) != pointers_in(n.args[2])
+                     or bool(opaque_in(n.args[1])) != bool(opaque_in(n.args[2]))):
+            # only selects between buffers matter (a V# chosen among pointer arguments)
+            seen.add(id(n.args[0]))
+            conds.append(n.args[0])
+    if len(conds) > limit:
+        raise CaseSplitCap(f"the address selects among {len(conds)} conditions, more than the {limit} "
+                           f"case splits addrsim checks")
+    out = []
+    for bits in product((1, 0), repeat=len(conds)):
+        out.append(([(c, b) for c, b in zip(conds, bits)], {id(c): Const(b, 1) for c, b in zip(conds, bits)}))
+    return out
+
+
+def replace(e: Expr, repl: Dict[int, Expr], memo=None) -> Expr:
+    memo = {} if memo is None else memo
+    if id(e) in repl:
+        return repl[id(e)]
+    if id(e) in memo:
+        return memo[id(e)]
+    if isinstance(e, X.Op):
+        r = X.rebuild(e, tuple(replace(a, repl, memo) for a in e.args))
+    else:
+        r = e
+    memo[id(e)] = r
+    return r
+
+
+def pointers_in(e: Expr) -> List[str]:
+    """Pointer arguments ``e`` is based on (names), not counting arrays it only reads values
+    from (the first operand of a ``sel``)."""
+    out, seen, stack = set(), set(), [e]
+    while stack:
+        n = stack.pop()
+        if id(n) in seen:
+            continue
+        seen.add(id(n))
+        if isinstance(n, Sym):
+            if n.kind == "ptr" and n.name != "kernarg_ptr":
+                out.add(n.name)
+        elif isinstance(n, X.Op):
+            stack.extend(n.args[1:] if n.op == "sel" else n.args)
+    return sorted(out)
+
+
+def opaque_in(e: Expr) -> List[str]:
+    return sorted({s.note for s in X.symbols(e).values() if s.kind == "opaque"})
+
+
+@dataclass
+class Target:
+    """One access of the buffer: the address with the V# case fixed to that buffer."""
+
+    access: Access
+    conds: List[Expr]
+    address: Expr
+
+
+def targets_for(ex: Exploration, ptr: str) -> List[Target]:
+    """Accesses whose V# base is (on some case of its selects) the pointer argument ``ptr``;
+    cached on the exploration."""
+    cache = ex.derived.setdefault("targets", {})
+    if ptr not in cache:
+        cache[ptr] = _targets_for(ex, ptr)
+    return cache[ptr]
+
+
+def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
+    out = []
+    for acc in ex.accesses:
+        if ptr not in acc.first or ptr not in X.symbols(acc.base):
+            continue               # only the first access of the buffer on each path is checked
+        try:
+            cases = leaves(acc.address)
+        except CaseSplitCap as e:  # not checked: check() makes the verdict unknown
+            ex.derived.setdefault("capped", {}).setdefault(ptr, f"access at {acc.instr.addr:#x}: {e}")
+            continue
+        for assign, repl in cases:
+            memo = {}
+            base = replace(acc.base, repl, memo)
+            if pointers_in(base) != [ptr]:
+                continue
+            conds = [c if b else X.bnot(c) for c, b in assign]
+            t = Target(acc, list(acc.path) + conds + [acc.active], replace(acc.address, repl, memo))
+            if len(cases) > 1 and opaque_in(t.address) and not feasible_bv(t.conds):
+                continue          # a case of a merged select that this path cannot take
+            out.append(t)
+    return out
+
+
+def feasible_bv(conds: List[Expr]) -> bool:
+    s = z3.Solver()
+    s.set("timeout", 2000)
+    memo, vs = {}, {}
+    for c in conds:
+        if isinstance(c, Const):
+            if c.value == 0:
+                return False
+            continue
+        s.add(holds_bv(c, memo, vs))
+    return s.check() != z3.unsat
