@@ -44,3 +44,16 @@ def corpus(real_kernel) -> Path:
                 if "/fmha_v3_bwd/" in n and n.startswith("aiter_meta/hsa/"):
                     z.extract(n, root / "x")
     return hsa
+
+
+# ----------------------------------------------------------------------------- tiers
+# fast (default for development): python3 -m pytest -q tests -m "not slow"
+# slow: every test that needs the wheel (the fixtures above) or takes more than a few seconds;
+# corpus: the pinned verdicts of real kernels (also slow); gpu: needs a CUDA GPU (skipped without).
+WHEEL_FIXTURES = {"real_kernel", "corpus"}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if WHEEL_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.slow)        # a test that reads the wheel is slow

@@ -23,6 +23,8 @@ from pathlib import Path
 
 import pytest
 
+pytestmark = [pytest.mark.slow, pytest.mark.corpus]
+
 from addrsim.api import verify
 
 DATA = Path(__file__).resolve().parent / "data" / "corpus_verdicts.json"

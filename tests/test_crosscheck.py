@@ -42,6 +42,7 @@ def small_plan():
     return json.loads(PLAN.read_text())
 
 
+@pytest.mark.slow
 def test_buggy_fails_sbhd_and_passes_bhsd_end_to_end(tmp_path):
     """`addrsim crosscheck` on the buggy kernel, torch backend on the CPU: the cases come from
     the prover, the gradients are computed, predicted == observed in every case, SBHD has a
@@ -102,6 +103,8 @@ def test_out_of_range_reads_are_zero():
     assert gather(buf, 0, False, 2).tolist() == [0.0, 0.0]
 
 
+@pytest.mark.gpu
+@pytest.mark.slow
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the device tool's H200)")
 def test_triton_and_torch_agree_on_the_small_cases(small_plan):
     """Both backends give the same pass/fail on the same cases, and the errors of correct runs
@@ -137,6 +140,7 @@ def test_repro_script_is_python_with_the_case(layout, perm):
         assert f"-iperm={1 if layout == 'bhsd' else 0}" in text and "-b=2 -h=16 -h_k=1 -s=1048576" in text
 
 
+@pytest.mark.slow
 def test_repro_cli_writes_the_counterexample(tmp_path):
     co = build("lsed_bas_shortcut", tmp_path)
     out = tmp_path / "repro.py"

@@ -34,6 +34,7 @@ def test_abi_fix_proved_for_every_layout(tmp_path):
     assert all(c["verdict"] == "proved" for c in v.values()), v
 
 
+@pytest.mark.slow
 def test_bas_shortcut_refuted_for_sbhd_only(tmp_path):
     """(batch_id*BAs_q) >> 6: right for BHSD/BSHD with hdim 128, wrong for SBHD.  Bounded to
     nhead <= 8 so that Q's byte strides fit the 32-bit arguments (beyond that the host's u32
@@ -57,6 +58,7 @@ def test_bas_shortcut_refuted_for_sbhd_only(tmp_path):
 BOUNDS_NO_HOST_WRAP = {"seqlen_k": (1, 32768), "seqlen_q": (1, 32768)}   # u32(batch_stride_k*2) < 2^32
 
 
+@pytest.mark.slow
 def test_gqa_key_head_proved(tmp_path):
     """K head = head_id / ratio through the float-reciprocal idiom: the division is proved exact
     exhaustively (head_id < 256, ratio <= 256, every rcp within 1 ULP), then K is proved."""
@@ -65,6 +67,7 @@ def test_gqa_key_head_proved(tmp_path):
         assert verdicts(rep)[("k", lay)]["verdict"] == "proved", verdicts(rep)[("k", lay)]["reason"]
 
 
+@pytest.mark.slow
 def test_gqa_query_head_refuted(tmp_path):
     """Indexing K with the query head fails as soon as ratio > 1: nhead_q=2, nhead_k=1, head 1."""
     rep = verify(build("gqa_query_head", tmp_path), buffers=["k"], model_files=[MODEL], properties=["address"], min_budget_s=60, bounds=BOUNDS_NO_HOST_WRAP)
@@ -83,6 +86,7 @@ def test_group_mode_seqstart_proved(tmp_path):
         assert verdicts(rep)[("lse", lay)]["verdict"] == "proved", verdicts(rep)[("lse", lay)]["reason"]
 
 
+@pytest.mark.slow
 def test_group_mode_batch_formula_refuted(tmp_path):
     """The batch-mode formula in a group-mode kernel: refuted, and the counterexample carries
     the seqstart_q values it read (sequence 1 starts at row 0 while batch_id*nhead_q*Hs_lsed = 4)."""

@@ -714,6 +714,7 @@ def test_cli_non_utf8_label(real_kernel, tmp_path):
     assert rc in (0, 1, 2, 5)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seed", range(3))
 def test_cli_bit_flips_in_code(real_kernel, tmp_path, seed):
     """Bit flips in the first 512 instructions: still a code object, so a verdict (0/1/2/5) or

@@ -89,6 +89,7 @@ def test_unedited_gfx950_listing_is_the_code_object(corpus, tmp_path):
         assert [(i.addr, i.text, i.target) for i in src.code[name]] == [(i.addr, i.text, i.target) for i in code]
 
 
+@pytest.mark.slow
 def test_patched_listing_is_proved(shortcut):
     """The issue's test: the buggy kernel's disassembly, four lines edited into pattern A,
     verified as a listing with --like: proved for LSE and D in every layout."""
@@ -105,6 +106,7 @@ def test_patched_listing_is_proved(shortcut):
     assert c["counterexample"]["access_line"] > 0      # the listing line of the access
 
 
+@pytest.mark.slow
 def test_diff_buggy_to_fixed(shortcut):
     """`addrsim diff OLD.co NEW.listing`: SBHD fixed, its offsets differing by the batch term
     the shortcut got wrong.  BHSD was already right with exact kernel arguments (the
@@ -122,6 +124,7 @@ def test_diff_buggy_to_fixed(shortcut):
     assert diff_status(rep) == 0
 
 
+@pytest.mark.slow
 def test_diff_cli_exit_status_when_new_breaks(shortcut):
     """The reverse patch (pattern A back to the shortcut) breaks what OLD proved: exit 1."""
     co, buggy, fixed = shortcut
@@ -223,6 +226,7 @@ def test_listing_usage_errors(shortcut, tmp_path):
         load_source(binary)
 
 
+@pytest.mark.slow
 def test_port_gfx942_to_gfx950(corpus):
     """Porting check: the same-name kernel of both architectures addresses LSE and D alike
     (the same verdict, and the same offset in every layout where nothing wraps)."""

@@ -6,6 +6,7 @@ simplifying constructors, and translated by each backend, must give the same val
 """
 from __future__ import annotations
 
+import os
 import random
 
 import numpy as np
@@ -107,9 +108,15 @@ def case(seed):
 
 
 SEEDS = st.integers(0, 2 ** 48)
+N = int(os.environ.get("ADDRSIM_OPS_EXAMPLES", "0")) or None     # more examples on demand
 
 
-@settings(max_examples=300, deadline=None)
+def examples(n):
+    """``n`` deterministic examples (ADDRSIM_OPS_EXAMPLES raises it, with fresh seeds)."""
+    return settings(max_examples=N or n, deadline=None, derandomize=N is None)
+
+
+@examples(300)
 @given(SEEDS)
 def test_constructors_keep_the_meaning(seed):
     e, env = case(seed)
@@ -134,7 +141,7 @@ def _floats(e):
     return any(isinstance(n, Op) and n.op in X.FLOAT_OPS for n in X.walk(e))
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(SEEDS)
 def test_z3_bitvector_backend(seed):
     e, env = case(seed)
@@ -148,7 +155,7 @@ def test_z3_bitvector_backend(seed):
         assert solver.check() == z3.unsat
 
 
-@settings(max_examples=150, deadline=None)
+@examples(150)
 @given(SEEDS)
 def test_z3_integer_backend(seed):
     e, env = case(seed)
@@ -170,7 +177,7 @@ def test_z3_integer_backend(seed):
         assert s.check() == z3.unsat           # and the only one when nothing was abstracted
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(SEEDS)
 def test_vector_backend(seed):
     e, env = case(seed)
@@ -187,7 +194,7 @@ def _agrees(e, env, memo_i, memo_m):
     return all(memo_i.get(id(n)) == memo_m.get(id(n)) for n in X.walk(e) if isinstance(n, Op))
 
 
-@settings(max_examples=300, deadline=None)
+@examples(300)
 @given(SEEDS)
 def test_int_mode_and_sympy_agree_with_the_machine_where_nothing_wraps(seed):
     """int mode (backends.ideal) and the sympy reading leave the machine meaning only where
@@ -202,7 +209,10 @@ def test_int_mode_and_sympy_agree_with_the_machine_where_nothing_wraps(seed):
     if not _agrees(e, env, mi, mm):
         return
     assert iv == mv
-    r = sympy_text.to_sympy(e).subs({k: v for k, v in env.items() if not k.endswith("[]")})
+    try:
+        r = sympy_text.to_sympy(e).subs({k: v for k, v in env.items() if not k.endswith("[]")})
+    except ZeroDivisionError:
+        return                              # Mod(x, 0): the display reading has no value there
     if r.is_Integer:
         assert int(r) == mv
 

@@ -36,6 +36,7 @@ def scanned(corpus, tmp_path_factory):
     return p, out
 
 
+@pytest.mark.slow
 def test_exit_code_and_summary(scanned):
     p, _ = scanned
     assert p.returncode == 1, p.stderr            # a reachable counterexample (lse/bhsd, the kernel's 32-bit wrap)
@@ -79,6 +80,7 @@ def test_junit_one_case_per_kernel_buffer_layout(scanned):
     assert len(root.findall(".//failure")) == 2     # both are kernel counterexamples
 
 
+@pytest.mark.slow
 def test_wheel_input(tmp_path, real_kernel):
     whl = tmp_path / "amd_aiter-0-py3-none-any.whl"
     with zipfile.ZipFile(whl, "w") as z:

@@ -124,6 +124,7 @@ def _build(name, tmp_path):
     return co
 
 
+@pytest.mark.slow
 def test_kernel_wrap_is_a_kernel_counterexample(tmp_path):
     """examples/q_batch_u32.s: Q's batch term batch_id * BAs_q in one 32-bit s_mul_i32.  With
     exact arguments the kernel's own product still wraps: cause overflow at that instruction,

@@ -1,6 +1,7 @@
 """User layouts from a model file (--layouts FILE): views of larger tensors."""
 import subprocess
 import sys
+import pytest
 from pathlib import Path
 
 from addrsim.api import verify
@@ -55,6 +56,7 @@ def test_unknown_user_layout_names_the_file(tmp_path):
     assert "unknown layout 'nowhere'" in p.stderr and p.stderr.count("\n") == 1
 
 
+@pytest.mark.slow
 def test_dq_written_with_q_strides_is_refuted_when_dq_layout_differs(real_kernel):
     """aiter's a16 kernels write dQ with Q's strides (the host passes no dQ stride and never
     checks stride_dq == stride_q): with Q in BSHD and dQ head-major, head 1 of dQ lands at

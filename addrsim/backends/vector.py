@@ -102,7 +102,7 @@ def _f32_rcp(e, a, variant):
         nb = np.nextafter(r, np.float32(np.inf if step > 0 else -np.inf)).astype(np.float32)
         ulp = np.spacing(np.abs(r)).astype(np.float64)
         r = np.where(np.abs(nb.astype(np.float64) - exact) <= ulp, nb, r)
-    return _fbits(r)
+    return np.where(np.isnan(r), U(0x7FC00000), _fbits(r))      # NaN: the canonical quiet NaN
 
 
 VECTOR = {

@@ -49,7 +49,13 @@ from addrsim.commands.differential import environment, in_domain, load_subject, 
 from addrsim.errors import InputError
 from addrsim.model.models import SHAPE_VARS, load_models
 
-from addrsim.gpu.crossrun import KEYS, TOL  # noqa: F401  (documented here, used by the runner)
+from addrsim.gpu.crossrun import KEYS
+import json
+import sys
+
+from addrsim.api import DEFAULT_LAYOUTS
+from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_output, emit
+from addrsim.errors import AddrsimError
 
 MAX_PAIRS = 16
 CXBUFFERS = ("lse", "d")
@@ -296,3 +302,98 @@ def plan_case(af: AddressFunction, case: Case, path) -> dict:
             "predicted": case.predicted, "why": case.why, "coords": list(case.coords) if case.coords else None,
             "buffers": list(case.buffers), "pairs": [list(p) for p in pairs], "offsets": offsets,
             "dtype": "fp16" if "_fp16" in case.kernel else "bf16", "keys": KEYS, "skip": skip}
+
+
+# ----------------------------------------------------------------------------- the command
+
+def register(sub) -> None:
+    """Add the ``crosscheck`` subcommand to ``sub`` (argparse subparsers)."""
+    cx = sub.add_parser("crosscheck", help="run the LSE/D verdicts on real attention gradients (GPU or CPU)")
+    cx.add_argument("file", metavar="FILE.co|LISTING.s")
+    cx.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
+    cx.add_argument("--buffer", action="append", help="lse and/or d (default both)")
+    cx.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
+    cx.add_argument("--backend", choices=("torch", "triton"), default="torch",
+                    help="torch (CPU, or the GPU with --device cuda) or triton (GPU)")
+    cx.add_argument("--device", default=None, help="torch device for the torch backend (default cpu)")
+    cx.add_argument("--cases", type=int, default=6, metavar="N", help="cases per layout (default 6)")
+    cx.add_argument("--plot", metavar="FILE.png", help="draw the LSE rows each (batch_id, head_id) reads")
+    cx.add_argument("--plan-out", metavar="PLAN.json", help="only write the cases and their offsets (no run); run "
+                    "them elsewhere with python3 -m addrsim.gpu.crossrun PLAN.json")
+    cx.add_argument("--json", metavar="FILE", help="write the cross-check report ('-' for stdout)")
+    cx.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    cx.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
+    cx.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+
+
+def run(args) -> int:
+    from addrsim.commands.crosscheck import AddressFunction, build_cases, plan_case
+    from addrsim.gpu.crossrun import format_report, run_plan
+    try:
+        models = load_models(list(args.model))
+        buffers = args.buffer or ["lse", "d"]
+        for b in buffers:
+            if b not in ("lse", "d"):
+                raise InputError("--buffer", f"crosscheck reads LSE and D: {b!r} is not one of lse, d")
+        if args.cases < 1:
+            raise InputError("--cases", "needs at least 1 case per layout")
+        for path, what in ((args.plot, "--plot"), (args.plan_out, "--plan-out"), (args.json, "--json")):
+            check_output(path, what)
+        af = AddressFunction(args.file, buffers, models, like=args.like)
+        layouts = args.layout or list(DEFAULT_LAYOUTS)
+        for lay in layouts:
+            if lay not in models.layouts:
+                raise InputError("--layout", f"unknown layout {lay!r}")
+        run = not args.plan_out
+        try:
+            if run:
+                import torch  # noqa: F401
+        except ImportError:
+            raise InputError("--backend", "the cross-check needs PyTorch (pip install torch)") from None
+        if run and args.device:
+            try:
+                dev = torch.device(args.device)
+            except (RuntimeError, ValueError) as e:
+                raise InputError("--device", f"not a torch device: {args.device!r} ({e})") from None
+            if dev.type == "cuda" and not torch.cuda.is_available():
+                raise InputError("--device", f"{args.device}: no GPU here (torch.cuda.is_available() is False)")
+            if dev.type not in ("cpu", "cuda"):
+                raise InputError("--device", f"{args.device}: the torch backend runs on cpu or cuda")
+        if run and args.backend == "triton":
+            try:
+                import triton  # noqa: F401
+            except ImportError:
+                raise InputError("--backend", "the triton backend needs Triton and a GPU") from None
+            if not torch.cuda.is_available():
+                raise InputError("--backend", "the triton backend needs a GPU (torch.cuda.is_available() is False)")
+        cases = build_cases(af, args.file, layouts, args.cases, like=args.like, timeout_ms=args.timeout,
+                            bounds=dict(args.bound) or None,
+                            progress=lambda m: sys.stderr.write(f"addrsim: {m}\n"))
+        plan = {"tool": "addrsim", "kernel": af.sub.kernel.symbol, "file": str(args.file),
+                "cases": [plan_case(af, c, args.file) for c in cases]}
+        if args.plan_out:
+            with open(args.plan_out, "w") as fh:
+                json.dump(plan, fh, indent=1)
+            sys.stderr.write(f"addrsim: wrote {len(cases)} cases to {args.plan_out}; run them with "
+                             f"python3 -m addrsim.gpu.crossrun {args.plan_out} --backend {args.backend}\n")
+            rep = {"cases": []}
+        else:
+            rep = run_plan(plan, args.backend, args.device)
+        if args.plot:
+            from addrsim.report.plots import pick_shapes, plot_rows
+            plot_rows(af, pick_shapes(cases), args.plot, buffers[0],
+                      title=f"{af.sub.kernel.symbol}\n{buffers[0].upper()} rows read (blue; red: out of range, "
+                            f"read as 0) vs rows it should read (grey)")
+            rep["plot"] = args.plot
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    if args.plan_out:
+        return 0
+    bad = emit(rep, args.json, lambda: format_report(rep))
+    if bad is not None:
+        return bad
+    ran = [c for c in rep["cases"] if c["observed"] != "skipped"]
+    if not ran:
+        return 2
+    return 0 if rep["agree"] else 1

@@ -30,6 +30,11 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, verify
 from addrsim.errors import InputError
+import sys
+
+from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, emit, smt_dir
+from addrsim.errors import AddrsimError
+from addrsim.model.models import load_models
 
 DIFF_CHARS = 400
 
@@ -235,3 +240,38 @@ def format_diff(report: dict) -> str:
                    f"new {', '.join(un.get('new', [])) or '-'}")
     out.append(f"\nsummary: {report['summary']}")
     return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- the command
+
+def register(sub) -> None:
+    """Add the ``diff`` subcommand to ``sub`` (argparse subparsers)."""
+    df = sub.add_parser("diff", help="compare the verdicts and offsets of two kernels (a patch, or a port)")
+    df.add_argument("old", metavar="OLD.co|OLD.s")
+    df.add_argument("new", metavar="NEW.co|NEW.s")
+    df.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing among OLD/NEW takes")
+    df.add_argument("--like-old", metavar="KERNEL.co", help="the same for OLD only")
+    df.add_argument("--like-new", metavar="KERNEL.co", help="the same for NEW only")
+    df.add_argument("--buffer", action="append", help="buffer (repeatable; default: every buffer both kernels have)")
+    df.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
+    df.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml", help="user layouts file (repeatable)")
+    df.add_argument("--json", metavar="FILE", help="write the JSON diff to FILE ('-' for stdout)")
+    df.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    df.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
+    df.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    add_common(df, "address")
+
+
+def run(args) -> int:
+    from addrsim.commands.diff import diff, diff_status, format_diff
+    try:
+        models = load_models(list(args.model) + list(args.layouts))
+        rep = diff(args.old, args.new, args.buffer or None, args.layout or DEFAULT_LAYOUTS, like=args.like,
+                   like_old=args.like_old, like_new=args.like_new, properties=args.check, models=models,
+                   bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
+                   memory_gib=args.memory_gib, smt_dir=smt_dir(args))
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    bad = emit(rep, args.json, lambda: format_diff(rep))
+    return bad if bad is not None else diff_status(rep)

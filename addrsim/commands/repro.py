@@ -26,9 +26,14 @@ Nothing here has run on AMD hardware: the script is the user's to run.
 """
 from __future__ import annotations
 
+import sys
 from typing import Dict, Optional
 
+from addrsim.api import verify
+from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_output
+from addrsim.errors import AddrsimError, InputError
 from addrsim.model.layout import VIEWS
+from addrsim.model.models import load_models
 
 #: the permutation that makes a [b, s, h, d] view with the layout's memory order: storage
 #: dims (in memory order) and the permute back to [b, s, h, d] (the Layout value's view)
@@ -154,3 +159,97 @@ if wrong:
 else:
     print("PASS")
 '''
+
+
+# ----------------------------------------------------------------------------- the command
+
+def register(sub) -> None:
+    """Add the ``repro`` subcommand to ``sub`` (argparse subparsers)."""
+    rp = sub.add_parser("repro", help="print a PyTorch script (aiter's API) that reproduces a counterexample on AMD hardware")
+    rp.add_argument("file", metavar="FILE.co|LISTING.s")
+    rp.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
+    rp.add_argument("--buffer", required=True, help="buffer (e.g. lse)")
+    rp.add_argument("--layout", required=True, help="bhsd, bshd or sbhd")
+    rp.add_argument("--shape", metavar="NAME=V,...", help="write the script for this shape instead of the counterexample")
+    rp.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    rp.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
+    rp.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    rp.add_argument("-o", "--output", metavar="FILE.py", help="write the script to FILE.py (default stdout)")
+
+
+def run(args) -> int:
+    from addrsim.commands.repro import script
+    from addrsim.loader.listing import load_source
+    from addrsim.model.models import SHAPE_VARS
+    try:
+        check_output(args.output, "-o")
+        models = load_models(list(args.model))
+        kern = load_source(args.file, args.like).co.kernels[0].symbol
+        coords, why, prediction = None, "", None
+        if args.shape is not None:
+            try:
+                pairs = [kv.split("=", 1) for kv in args.shape.split(",")]
+                shape = {k.strip(): int(v) for k, v in pairs}
+            except ValueError:
+                raise InputError("--shape", f"expected NAME=V,NAME=V,..., got {args.shape!r}") from None
+            if len(shape) != len(pairs):
+                raise InputError("--shape", f"a name is given twice in {args.shape!r}")
+            for k, v in shape.items():
+                if k not in SHAPE_VARS[:7]:
+                    raise InputError("--shape", f"unknown name {k!r} (batch, nhead_q, nhead_k, seqlen_q, seqlen_k, "
+                                                "hdim_q, hdim_v)")
+                if not 1 <= v < 1 << 31:
+                    raise InputError("--shape", f"{k}={v} is not a size (1 .. 2**31-1)")
+            defaults = {"nhead_k": shape.get("nhead_q", 1), "seqlen_k": shape.get("seqlen_q", 1),
+                        "hdim_v": shape.get("hdim_q", 128)}
+            shape = {**defaults, **shape}
+            missing = [n for n in ("batch", "nhead_q", "seqlen_q", "hdim_q") if n not in shape]
+            if missing:
+                raise InputError("--shape", f"missing {', '.join(missing)}")
+            if shape["nhead_q"] % shape["nhead_k"]:
+                raise InputError("--shape", "nhead_q must be a multiple of nhead_k")
+            from addrsim.commands.crosscheck import _predict
+            pred, chk = _predict(args.file, args.layout, shape, [args.buffer], models, args.like, args.timeout)
+            prediction = pred
+            why = {"fail": f"The prover refutes {args.buffer}/{args.layout} at exactly this shape.",
+                   "pass": f"The prover proves {args.buffer}/{args.layout} at exactly this shape: the script "
+                           "is a control, expected to PASS.",
+                   None: "The prover could not decide this shape (unknown)."}[pred]
+            if chk:
+                coords = (chk["counterexample"]["coords"]["batch_id"], chk["counterexample"]["coords"]["head_id"])
+        else:
+            rep = verify(args.file, [args.buffer], [args.layout], models=models, bounds=dict(args.bound),
+                         timeout_ms=args.timeout, properties=("address",), like=args.like)
+            c = rep["kernels"][0]["checks"][0]
+            if c["verdict"] != "counterexample":
+                sys.stderr.write(f"addrsim: {args.buffer}/{args.layout} is {c['verdict']}: no failing shape to "
+                                 f"reproduce, no script written (give --shape to write one for a shape of your "
+                                 f"choice)\n")
+                return 2
+            x = c["counterexample"]
+            shape = {k: int(v) for k, v in x["shape"].items()}
+            coords = (x["coords"]["batch_id"], x["coords"]["head_id"])
+            why = f"Cause: {c.get('cause')}."
+            prediction = "fail"
+        # the family's dQ accumulator (models/fmha_bwd_v3.yaml params.acc): 4 = the fp32
+        # accumulator (aiter's is_v3_atomic_fp32=True), 0 = dQ written with 16-bit atomics and
+        # 2 = the 16-bit accumulator (both is_v3_atomic_fp32=False)
+        from addrsim.model.models import choose_family
+        co = load_source(args.file, args.like).co
+        fam = choose_family(models, co.kernels[0], co.arch)
+        fam_acc = int((fam.get("params") or {}).get("acc", 0)) if fam else 0     # models.py: acc defaults to 0
+        try:
+            text = script(kern, str(args.file), args.buffer, args.layout, shape,
+                          "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc == 4, coords=coords, why=why,
+                          causal="_causal" in kern, prediction=prediction)
+        except ValueError as e:
+            raise InputError("--layout", str(e)) from None
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    if args.output:
+        with open(args.output, "w") as fh:
+            fh.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0

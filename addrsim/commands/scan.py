@@ -16,19 +16,24 @@ configurations the table routes to it.
 from __future__ import annotations
 
 import csv
-import os
 import tempfile
 import zipfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from addrsim import __version__
 from addrsim.errors import InputError
 from addrsim.loader.listing import is_code_object, load_source
 from addrsim.loader.codeobj import SUPPORTED_ARCHS
 from addrsim.model.models import ModelSet, choose_family, load_models
+import json
+import sys
+
+from addrsim.api import DEFAULT_LAYOUTS, exit_status
+from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, smt_dir
+from addrsim.errors import AddrsimError
 
 ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
 
@@ -302,3 +307,86 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
     out.append("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
                f" over {sum(len(r['kernels']) for r in reports)} kernel(s)")
     return "\n".join(out)
+
+
+# ----------------------------------------------------------------------------- the command
+
+def register(sub) -> None:
+    """Add the ``scan`` subcommand to ``sub`` (argparse subparsers)."""
+    sc = sub.add_parser("scan", help="check every buffer of every kernel of a corpus, for every layout (CI gate)")
+    sc.add_argument("inputs", nargs="*", metavar="DIR_OR_WHEEL_OR_FILE")
+    sc.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata the listings among the inputs take")
+    sc.add_argument("--aiter", action="store_true", help="also scan the kernels of the aiter installed in this Python")
+    sc.add_argument("--buffer", action="append", help="buffer to check (repeatable; default: every modelled buffer)")
+    sc.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
+    sc.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml", help="user layouts file (repeatable)")
+    sc.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    sc.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
+    sc.add_argument("--timeout", type=int, default=3000, metavar="MS", help="solver timeout per query (ms)")
+    sc.add_argument("--check-budget", type=float, default=10.0, metavar="S",
+                    help="seconds for one kernel x buffer x layout check; past it the verdict is unknown")
+    sc.add_argument("--min-budget", type=float, default=1.0, metavar="S",
+                    help="seconds spent minimising each counterexample (0: report the first found)")
+    add_common(sc, "address")
+    sc.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="worker processes")
+    sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
+    sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
+    sc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sc.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
+
+
+def run(args) -> int:
+    from addrsim.report.formats import write_junit, write_sarif
+    from addrsim.commands.scan import collect, scan, summary
+    if not args.inputs and not args.aiter:
+        sys.stderr.write("addrsim: scan needs a directory, wheel or file (or --aiter)\n")
+        return EXIT_BAD_INPUT
+    if args.jobs < 1:
+        sys.stderr.write("addrsim: --jobs must be at least 1\n")
+        return EXIT_BAD_INPUT
+    layouts = args.layout or list(DEFAULT_LAYOUTS)
+    try:
+        files = list(args.model) + list(args.layouts)
+        ms = load_models(files)
+        for lay in layouts:
+            if lay not in ms.layouts:
+                raise InputError(files[-1] if files else "--layout",
+                                 f"unknown layout {lay!r} (models define: {', '.join(sorted(ms.layouts))})")
+        for b in args.buffer or []:
+            if b not in ms.buffers:
+                raise InputError("--buffer", f"unknown buffer {b!r} (models define: {', '.join(sorted(ms.buffers))})")
+        corpus = collect(args.inputs, ms, aiter=args.aiter, like=args.like)
+        if not corpus.files:
+            raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
+        reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
+                       args.min_budget, progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
+                       check_budget_s=args.check_budget, arith=args.arith, memory_gib=args.memory_gib,
+                       smt_dir=smt_dir(args), properties=args.check, host=args.host, routed=args.routed)
+    except AddrsimError as e:
+        sys.stderr.write(f"addrsim: {e}\n")
+        return EXIT_BAD_INPUT
+    errors = [r["error"] for r in reports if r.get("error")]
+    merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]],
+              "skipped": [{"file": f, "reason": w} for f, w in corpus.skipped], "errors": errors}
+    try:
+        if args.json == "-":
+            json.dump(merged, sys.stdout, indent=2)
+            sys.stdout.write("\n")
+        else:
+            print(summary(reports, corpus, layouts))
+            if args.json:
+                with open(args.json, "w") as fh:
+                    json.dump(merged, fh, indent=2)
+        if args.sarif:
+            write_sarif(args.sarif, reports, __version__)
+        if args.junit:
+            write_junit(args.junit, reports)
+    except OSError as e:
+        sys.stderr.write(f"addrsim: {e.filename}: cannot write ({e.strerror})\n")
+        return EXIT_BAD_INPUT
+    for e in errors:
+        sys.stderr.write(f"addrsim: {e}\n")
+    if errors:
+        return EXIT_BAD_INPUT
+    return exit_status(reports)

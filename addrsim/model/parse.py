@@ -25,7 +25,12 @@ MAX_DEPTH = 100     # nesting of the syntax tree; deeper would exhaust Python's 
 
 
 class ModelExprError(ValueError):
-    """An expression that is not valid model arithmetic (the message says why)."""
+    """An expression that is not valid model arithmetic (the message says why).  ``unknown``
+    is the name that no model defines, when that is the reason (else None)."""
+
+    def __init__(self, msg: str, unknown: str = None):
+        super().__init__(msg)
+        self.unknown = unknown
 
 
 def parse(text: str, names: Dict[str, Callable[[], Expr]] | Dict[str, Expr]) -> Expr:
@@ -64,7 +69,7 @@ def _depth(node) -> int:
 
 def _name(n, names, text):
     if n not in names:
-        raise ModelExprError(f"unknown name {n!r} in {text!r}")
+        raise ModelExprError(f"unknown name {n!r} in {text!r}", unknown=n)
     v = names[n]
     v = v() if callable(v) else v
     if v.width != W:

@@ -1,0 +1,107 @@
+"""What the CLI commands share: the argument parser, common options, output checks, emitting.
+
+Owns :class:`Parser` (usage errors are one line, exit 3), the option types, :func:`add_common`,
+:func:`check_output`, :func:`emit`, :func:`smt_dir` and :func:`fail`.  May import addrsim.errors.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Optional
+
+from addrsim.errors import EXIT_BAD_INPUT, InputError
+
+
+class Parser(argparse.ArgumentParser):
+    def error(self, message):  # usage errors: one line, exit 3
+        sys.stderr.write(f"addrsim: {message}\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def bound_arg(text: str):
+    """NAME=MIN:MAX (a --bound)."""
+    try:
+        name, rng = text.split("=", 1)
+        lo, hi = rng.split(":", 1)
+        return name.strip(), (int(lo), int(hi))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected NAME=MIN:MAX, got {text!r}") from None
+
+
+
+def props_arg(text: str):
+    out = [t.strip() for t in text.split(",") if t.strip()]
+    bad = [t for t in out if t not in ("address", "bounds")]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"expected address, bounds or address,bounds, got {text!r}")
+    return out
+
+
+def add_common(sp, checks_default: str):
+    """Options of verify and scan for the properties, the arithmetic, device memory and
+    solver hygiene."""
+    sp.add_argument("--check", type=props_arg, default=props_arg(checks_default), metavar="PROPS",
+                    help="properties, comma-separated: address (slice bases against the model), bounds (every "
+                         f"checked access inside its allocation and the V#'s num_records); default {checks_default}")
+    sp.add_argument("--arith", choices=("bv", "int"), default="bv",
+                    help="bv: hardware arithmetic (32-bit registers, 64-bit pairs, the host's u32 casts); "
+                         "int: unbounded integers (default bv)")
+    sp.add_argument("--memory-gib", type=float, default=None, metavar="GIB",
+                    help="device memory that every tensor must fit in (default: 192 for gfx942, 288 for gfx950)")
+    sp.add_argument("--host", metavar="NAME", default=None,
+                    help="the host model that launches the kernels (default: chosen by the argument ABI; "
+                         "aiter-0.1.7.post2.dev18 or aiter-e4048607)")
+    sp.add_argument("--routed", action="store_true",
+                    help="decide the verdict with the host's routing in the domain (default: the kernel's own "
+                         "verdict, routing reported beside it)")
+    sp.add_argument("--smt-dir", metavar="DIR", default=None,
+                    help="where undecided obligations are written as SMT-LIB2 (default: next to --json/--sarif, "
+                         "else ./addrsim-smt2)")
+
+
+def check_output(path: Optional[str], what: str) -> None:
+    """An output file must be creatable: its folder exists and is writable, and it is not a
+    folder itself.  Raises InputError (checked before any work is done)."""
+    import os
+    if not path or path == "-":
+        return
+    if os.path.isdir(path):
+        raise InputError(path, f"{what}: is a directory, not a file")
+    d = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(d) or not os.access(d, os.W_OK):
+        raise InputError(path, f"{what}: cannot write here (folder {d} missing or not writable)")
+
+
+def emit(report: dict, json_path: Optional[str], text) -> Optional[int]:
+    """Write ``report`` as JSON to stdout (``json_path`` "-") or print ``text()`` and also
+    write the JSON to ``json_path``; EXIT_BAD_INPUT when that file cannot be written."""
+    if json_path == "-":
+        json.dump(report, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+        return None
+    print(text())
+    if json_path:
+        try:
+            with open(json_path, "w") as fh:
+                json.dump(report, fh, indent=2)
+        except OSError as e:
+            sys.stderr.write(f"addrsim: {json_path}: cannot write ({e.strerror})\n")
+            return EXIT_BAD_INPUT
+    return None
+
+
+def smt_dir(args) -> str:
+    import os
+    if args.smt_dir:
+        return args.smt_dir
+    for f in (getattr(args, "json", None), getattr(args, "sarif", None), getattr(args, "junit", None)):
+        if f and f != "-":
+            return os.path.join(os.path.dirname(os.path.abspath(f)), "addrsim-smt2")
+    return "addrsim-smt2"
+
+
+def fail(e) -> int:
+    """Report an AddrsimError as one line on stderr; EXIT_BAD_INPUT."""
+    sys.stderr.write(f"addrsim: {e}\n")
+    return EXIT_BAD_INPUT

@@ -1,0 +1,51 @@
+"""``addrsim verify FILE.co ...``: prove or refute the buffer addresses of code objects.
+
+Exit status: 0 all proved, 1 a reachable counterexample, 5 only latent ones, 2
+unknown/unsupported/unreachable and no counterexample, 3 bad input or usage, 4 internal error.
+"""
+from __future__ import annotations
+
+
+from addrsim.commands.common import Parser, add_common, bound_arg, emit, fail, smt_dir
+from addrsim import __version__
+from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
+from addrsim.errors import AddrsimError
+from addrsim.model.models import load_models
+from addrsim.report.text import print_table
+
+
+def register(sub) -> None:
+    """Add the ``verify`` subcommand to ``sub`` (argparse subparsers)."""
+    v = sub.add_parser("verify", help="prove or refute the buffer base addresses of a code object")
+    v.add_argument("files", nargs="+", metavar="FILE.co|LISTING.s")
+    v.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata and kernel descriptors an "
+                   "assembly listing takes (the one it was disassembled from)")
+    v.add_argument("--buffer", action="append", help="buffer to check (repeatable; default: every buffer the kernel has a pointer for)")
+    v.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
+    v.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
+    v.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
+    v.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX",
+                   help="override a shape bound, e.g. batch=1:64")
+    v.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    v._parser_class = Parser
+    add_common(v, "address,bounds")
+    v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
+                   help="user layouts file (a model file with a layouts section; repeatable)")
+
+
+def run(args) -> int:
+    try:
+        models = load_models(list(args.model) + list(args.layouts))
+        reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
+                          bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
+                          memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
+                          like=args.like, host=args.host, routed=args.routed)
+                   for f in args.files]
+    except AddrsimError as e:
+        return fail(e)
+    merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]]}
+    import io
+    buf = io.StringIO()
+    print_table(merged, buf)
+    bad = emit(merged, args.json, lambda: buf.getvalue().rstrip("\n"))
+    return bad if bad is not None else exit_status(reports)
