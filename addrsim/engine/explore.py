@@ -86,156 +86,178 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     kept in ``heads`` (header address -> states).  One loop iteration (addrsim.engine.loops): with
     ``region`` (lo, hi) addresses, a path that leaves it ends ("exit"), and with ``body_of``
     a header address, a back edge to it ends the path keeping its state in ``back_states``."""
-    c = _Code(code)
-    out = Exploration()
-    out.origin = m0.origin     # which instruction produced each node (addrsim.prove.wraps.wrap_sites)
-    # States are processed in instruction order (every explored edge goes forward: a back
-    # edge ends its path), so all states that reach a join point meet there and are merged
-    # into one (veritesting): data-only diamonds no longer multiply the paths.
-    heap: List[Tuple[int, int, Machine, frozenset]] = [(start, 0, m0, frozenset())]
-    waiting: Dict[int, int] = {start: 1}
-    seq = 1
-    solver = z3.Solver()
-    solver.set("timeout", 2000)
-    bv_memo: dict = {}
-    bv_vars: dict = {}
-    loop_writes: Dict[Tuple[int, int], list] = {}
-    headers = {i.target for i in code if is_branch(i.mnemonic)
-               and i.target is not None and i.target <= i.addr}
-    starts = {i.addr for i in code}
-    out.bad_branches = [f"{i.text} at {i.addr:#x} (target {i.target:#x})" for i in code
-                        if is_branch(i.mnemonic) and i.target is not None
-                        and i.target not in starts]
-    m0.loop_entry = {}
+    ex = _Explorer(code, m0, goal, targets, max_paths, max_steps, region, body_of)
+    return ex.run(start)
 
-    def push(mm, i, rr):
-        nonlocal seq
-        heapq.heappush(heap, (i, seq, mm, rr))
-        waiting[i] = waiting.get(i, 0) + 1
-        seq += 1
 
-    def pop():
-        i, _, mm, rr = heapq.heappop(heap)
-        waiting[i] -= 1
+class _Explorer:
+    """The worklist of :func:`explore`.  States are processed in instruction order (every
+    explored edge goes forward: a back edge ends its path), so all states that reach a join
+    point meet there and are merged into one (veritesting): data-only diamonds no longer
+    multiply the paths."""
+
+    def __init__(self, code, m0, goal, targets, max_paths, max_steps, region, body_of):
+        self.code, self.c, self.m0 = code, _Code(code), m0
+        self.goal, self.targets = goal, targets
+        self.max_paths, self.max_steps, self.region, self.body_of = max_paths, max_steps, region, body_of
+        self.out = Exploration()
+        self.out.origin = m0.origin     # which instruction produced each node (addrsim.prove.wraps.wrap_sites)
+        self.heap: List[Tuple[int, int, Machine, frozenset]] = []
+        self.waiting: Dict[int, int] = {}
+        self.seq = 0
+        self.solver = z3.Solver()
+        self.solver.set("timeout", 2000)
+        self.bv_memo: dict = {}
+        self.bv_vars: dict = {}
+        self.loop_writes: Dict[Tuple[int, int], list] = {}
+        self.headers = {i.target for i in code if is_branch(i.mnemonic) and i.target is not None and i.target <= i.addr}
+        starts = {i.addr for i in code}
+        self.out.bad_branches = [f"{i.text} at {i.addr:#x} (target {i.target:#x})" for i in code
+                                 if is_branch(i.mnemonic) and i.target is not None and i.target not in starts]
+        m0.loop_entry = {}
+
+    def push(self, mm, i, rr):
+        heapq.heappush(self.heap, (i, self.seq, mm, rr))
+        self.waiting[i] = self.waiting.get(i, 0) + 1
+        self.seq += 1
+
+    def pop(self):
+        i, _, mm, rr = heapq.heappop(self.heap)
+        self.waiting[i] -= 1
         return i, mm, rr
 
-    while heap:
-        idx, m, reached = pop()
-        while heap and heap[0][0] == idx:
-            _, m2, r2 = pop()
-            merged = merge_states(m, m2)
-            if merged is None:
-                push(m2, idx, r2)      # incompatible: it runs on its own after this one
+    def end(self, reason, detail, m, reached, loop=None):
+        self.out.ends.append(PathEnd(reason, detail, tuple(m.path), reached, loop) if loop is not None
+                             else PathEnd(reason, detail, tuple(m.path), reached))
+
+    def run(self, start: int) -> Exploration:
+        out = self.out
+        self.push(self.m0, start, frozenset())
+        while self.heap:
+            idx, m, reached = self.pop()
+            while self.heap and self.heap[0][0] == idx:
+                _, m2, r2 = self.pop()
+                merged = merge_states(m, m2)
+                if merged is None:
+                    self.push(m2, idx, r2)      # incompatible: it runs on its own after this one
+                    break
+                m, reached = merged, reached & r2
+                out.merges += 1
+            out.paths += 1
+            if out.paths > self.max_paths:
+                self.end("budget", f"more than {self.max_paths} paths", m, reached)
                 break
-            m, reached = merged, reached & r2
-            out.merges += 1
-        out.paths += 1
-        if out.paths > max_paths:
-            out.ends.append(PathEnd("budget", f"more than {max_paths} paths", tuple(m.path), reached))
-            break
+            self.path(idx, m, reached)
+        return out
+
+    def path(self, idx, m, reached) -> None:
+        """Run one state forward until its path ends, branches or meets another state."""
+        out, code = self.out, self.code
         first = True
         while True:
-            if not first and waiting.get(idx):
-                push(m, idx, reached)   # another state waits here: merge with it first
-                break
+            if not first and self.waiting.get(idx):
+                self.push(m, idx, reached)   # another state waits here: merge with it first
+                return
             first = False
             if idx >= len(code):
-                out.ends.append(PathEnd("unsupported", "fell off the end of the code", tuple(m.path), reached))
-                break
+                return self.end("unsupported", "fell off the end of the code", m, reached)
             ins = code[idx]
             out.steps += 1
-            if region is not None and not (region[0] <= ins.addr <= region[1]):
-                out.ends.append(PathEnd("exit", f"leaves the loop at {ins.addr:#x}", tuple(m.path), reached))
-                break
-            if ins.addr in headers and ins.addr not in m.loop_entry:
-                m.loop_entry = dict(m.loop_entry)
-                m.loop_entry[ins.addr] = len(m.path)
-                hs = out.heads.setdefault(ins.addr, [])
-                if len(hs) < MAX_HEAD_STATES and body_of is None:
-                    hs.append(m.clone())
-                elif body_of is None:
-                    out.capped_heads.add(ins.addr)     # an entry state not checked: no proof of this loop
-            if out.steps > max_steps:
-                out.ends.append(PathEnd("budget", f"more than {max_steps} instructions", tuple(m.path), reached))
-                heap = []
-                break
+            if self.region is not None and not (self.region[0] <= ins.addr <= self.region[1]):
+                return self.end("exit", f"leaves the loop at {ins.addr:#x}", m, reached)
+            if ins.addr in self.headers and ins.addr not in m.loop_entry:
+                self.loop_head(m, ins)
+            if out.steps > self.max_steps:
+                self.end("budget", f"more than {self.max_steps} instructions", m, reached)
+                self.heap = []
+                return
             kind = lookup(ins.mnemonic).kind
             if kind == "end":
-                out.ends.append(PathEnd("endpgm", f"s_endpgm at {ins.addr:#x}", tuple(m.path), reached))
-                break
+                return self.end("endpgm", f"s_endpgm at {ins.addr:#x}", m, reached)
             if kind == "branch":
-                try:
-                    cond = branch_condition(m, ins)
-                except Unsupported as e:
-                    out.ends.append(PathEnd("unsupported", f"{e} at {ins.addr:#x}", tuple(m.path), reached))
-                    break
-                if ins.target is None or ins.target not in c.index:
-                    out.ends.append(PathEnd("unsupported", f"branch target of {ins.text} at {ins.addr:#x} unknown",
-                                            tuple(m.path), reached))
-                    break
-                succ = []
-                if cond is None or (isinstance(cond, Const) and cond.value == 1):
-                    succ = [(None, ins.target)]
-                elif isinstance(cond, Const):
-                    succ = [(None, ins.addr + ins.size)]
-                else:
-                    for cnd, tgt in ((cond, ins.target), (X.bnot(cond), ins.addr + ins.size)):
-                        if _feasible(solver, m.path + [cnd], bv_memo, bv_vars):
-                            succ.append((cnd, tgt))
-                if not succ:
-                    out.ends.append(PathEnd("infeasible", f"no feasible successor at {ins.addr:#x}", tuple(m.path), reached))
-                    break
-                back = [tgt for _, tgt in succ if tgt <= ins.addr]
-                for k, (cnd, tgt) in enumerate(succ):
-                    mm = m if k == len(succ) - 1 else m.clone()
-                    if cnd is not None:
-                        mm.path.append(cnd)
-                    if tgt <= ins.addr and body_of is not None and tgt == body_of:
-                        out.back_states.append(mm)
-                        out.ends.append(PathEnd("iteration", f"back edge {ins.addr:#x} -> {tgt:#x}", tuple(mm.path),
-                                                reached, (tgt, ins.addr)))
-                        continue
-                    if tgt <= ins.addr:
-                        out.ends.append(PathEnd("backedge", f"loop back edge {ins.addr:#x} -> {tgt:#x} (first iteration only)",
-                                                tuple(mm.path), reached, (tgt, ins.addr)))
-                        continue
-                    if back and tgt == ins.addr + ins.size:
-                        # leaving the loop [back, here] after any number of iterations: what the
-                        # body writes is unknown, and the conditions met inside iteration 1 no
-                        # longer hold (the path keeps the conditions from before the loop)
-                        head = back[0]
-                        key = (head, ins.addr)
-                        if key not in loop_writes:
-                            lo, hi = c.index[head], c.index[ins.addr]
-                            loop_writes[key] = [d for i in code[lo:hi + 1] for d in mm.destinations(i)]
-                        mm.havoc(loop_writes[key], f"value after the loop {head:#x}-{ins.addr:#x}")
-                        entry = mm.loop_entry.get(head)
-                        mm.path = list(mm.path[:entry]) if entry is not None else mm.path[:-1]
-                        out.loop_exits += 1
-                    if tgt not in c.index:
-                        out.ends.append(PathEnd("unsupported", f"branch into the middle of an instruction at {tgt:#x}",
-                                                tuple(mm.path), reached))
-                        continue
-                    push(mm, c.index[tgt], reached)
-                break
+                return self.branch(m, ins, reached)
             try:
                 r = m.step(ins)
             except Unsupported as e:
-                out.ends.append(PathEnd("unsupported", f"{e} at {ins.addr:#x}: {ins.text}", tuple(m.path), reached))
-                break
+                return self.end("unsupported", f"{e} at {ins.addr:#x}: {ins.text}", m, reached)
             if r == "access":
-                touched = frozenset()
-                for acc in m.last_access:
-                    g = frozenset(goal(acc))
-                    acc.first = g - reached
-                    out.accesses.append(acc)
-                    touched |= g
-                reached = reached | touched
-                if targets and targets <= reached:
-                    out.ends.append(PathEnd("goal", f"all buffers reached at {ins.addr:#x}", tuple(m.path), reached))
-                    break
+                reached = self.accessed(m, reached)
+                if self.targets and self.targets <= reached:
+                    return self.end("goal", f"all buffers reached at {ins.addr:#x}", m, reached)
             idx += 1
-    return out
+
+    def loop_head(self, m, ins) -> None:
+        """First arrival of a path at a loop header: keep its state (at most MAX_HEAD_STATES)."""
+        m.loop_entry = dict(m.loop_entry)
+        m.loop_entry[ins.addr] = len(m.path)
+        hs = self.out.heads.setdefault(ins.addr, [])
+        if self.body_of is not None:
+            return
+        if len(hs) < MAX_HEAD_STATES:
+            hs.append(m.clone())
+        else:
+            self.out.capped_heads.add(ins.addr)     # an entry state not checked: no proof of this loop
+
+    def accessed(self, m, reached) -> frozenset:
+        touched = frozenset()
+        for acc in m.last_access:
+            g = frozenset(self.goal(acc))
+            acc.first = g - reached
+            self.out.accesses.append(acc)
+            touched |= g
+        return reached | touched
+
+    def successors(self, m, ins, cond):
+        """(condition or None, target address) of each feasible successor of a branch."""
+        if cond is None or (isinstance(cond, Const) and cond.value == 1):
+            return [(None, ins.target)]
+        if isinstance(cond, Const):
+            return [(None, ins.addr + ins.size)]
+        return [(cnd, tgt) for cnd, tgt in ((cond, ins.target), (X.bnot(cond), ins.addr + ins.size))
+                if _feasible(self.solver, m.path + [cnd], self.bv_memo, self.bv_vars)]
+
+    def branch(self, m, ins, reached) -> None:
+        try:
+            cond = branch_condition(m, ins)
+        except Unsupported as e:
+            return self.end("unsupported", f"{e} at {ins.addr:#x}", m, reached)
+        if ins.target is None or ins.target not in self.c.index:
+            return self.end("unsupported", f"branch target of {ins.text} at {ins.addr:#x} unknown", m, reached)
+        succ = self.successors(m, ins, cond)
+        if not succ:
+            return self.end("infeasible", f"no feasible successor at {ins.addr:#x}", m, reached)
+        back = [tgt for _, tgt in succ if tgt <= ins.addr]
+        for k, (cnd, tgt) in enumerate(succ):
+            mm = m if k == len(succ) - 1 else m.clone()
+            if cnd is not None:
+                mm.path.append(cnd)
+            if tgt <= ins.addr and self.body_of is not None and tgt == self.body_of:
+                self.out.back_states.append(mm)
+                self.end("iteration", f"back edge {ins.addr:#x} -> {tgt:#x}", mm, reached, (tgt, ins.addr))
+                continue
+            if tgt <= ins.addr:
+                self.end("backedge", f"loop back edge {ins.addr:#x} -> {tgt:#x} (first iteration only)", mm, reached,
+                         (tgt, ins.addr))
+                continue
+            if back and tgt == ins.addr + ins.size:
+                self.leave_loop(mm, back[0], ins)
+            if tgt not in self.c.index:
+                self.end("unsupported", f"branch into the middle of an instruction at {tgt:#x}", mm, reached)
+                continue
+            self.push(mm, self.c.index[tgt], reached)
+
+    def leave_loop(self, mm, head, ins) -> None:
+        """Leaving the loop [head, here] after any number of iterations: what the body writes
+        is unknown, and the conditions met inside iteration 1 no longer hold (the path keeps
+        the conditions from before the loop)."""
+        key = (head, ins.addr)
+        if key not in self.loop_writes:
+            lo, hi = self.c.index[head], self.c.index[ins.addr]
+            self.loop_writes[key] = [d for i in self.code[lo:hi + 1] for d in mm.destinations(i)]
+        mm.havoc(self.loop_writes[key], f"value after the loop {head:#x}-{ins.addr:#x}")
+        entry = mm.loop_entry.get(head)
+        mm.path = list(mm.path[:entry]) if entry is not None else mm.path[:-1]
+        self.out.loop_exits += 1
 
 
 def _conj(cs: List[Expr]) -> Expr:

@@ -131,16 +131,60 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
     loop = (body.head, body.end)
     if body.unsupported:
         return Induction("unsupported", f"loop {body.head:#x}-{body.end:#x}: {body.unsupported}", loop)
-    entry_vals = {name: v for name, (sym, v) in body.carried.items() if v is not None}
     at_entry = {sym.name: v for name, (sym, v) in body.carried.items() if v is not None}
     accs = [a for a in body.accesses if pointers_in(X.substitute(a.base, at_entry)) == [ptr]]
-    if not accs:
-        return Induction("proved", "", loop)       # the loop does not touch the buffer
-    if not body.backs:
-        return Induction("proved", "", loop)       # no path through the body comes back
-    # the cone of carried registers the accesses depend on, closed under the body
+    if not accs or not body.backs:
+        return Induction("proved", "", loop)       # the loop does not touch the buffer, or never comes back
     syms = {sym.name: name for name, (sym, v) in body.carried.items()}
+    cone = _cone(body, accs, syms)
+    if isinstance(cone, str):
+        return Induction("unsupported", cone, loop)
+    pairs = _pairs(body, cone, syms)
+    delta, other, defs = _copies(body, cone, pairs, syms, env, zero_ids)
+    copies = _Copies(env, other)
+    canon = [X.ult(X.extract(e, 47, 0), Const(CANONICAL, 48)) for lo, hi in pairs
+             for e in (_pair(lo, hi), X.substitute(_pair(lo, hi), other))]
+    pairs_pq = list(product(body.backs, body.backs))
+    apairs = [(a, b) for a in accs for b in accs if a.instr.addr == b.instr.addr]
+    if len(pairs_pq) > MAX_PAIRS or len(apairs) > MAX_PAIRS:
+        return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {len(pairs_pq)} back-edge path pairs and "
+                                   f"{len(apairs)} access pairs, more than the {MAX_PAIRS} checked: obligations cut",
+                         loop)
+    out = _steps(pairs_pq, cone, pairs, syms, delta, canon, copies)
+    for a, b in apairs:
+        conds = defs + canon + [copies.p(c) for c in a.path] + [copies.p(a.active)] + [copies.q(c) for c in b.path] \
+            + [copies.q(b.active)]
+        direct = (conds, X.eq(copies.p(a.address), X.add(copies.q(b.address), expected)),
+                  f"access at {a.instr.addr:#x}", a.instr.addr)
+        if a.instr.addr in first_pcs:
+            # the cheap translation obligation first, the direct one if it does not hold
+            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids) + (direct,))
+        else:
+            out.append(direct + (None,))
+    return Induction("built", "", loop, out)
 
+
+def _pair(lo: str, hi: str) -> Expr:
+    return X.concat(Sym(hi, 32, "carried"), Sym(lo, 32, "carried"))
+
+
+class _Copies:
+    """The two copies of the loop state: ``p`` (this workgroup) substitutes the host contract,
+    ``q`` (the other workgroup) also moves every carried register by its difference."""
+
+    def __init__(self, env, other):
+        self.env, self.other = env, other
+
+    def p(self, e: Expr) -> Expr:
+        return X.substitute(e, self.env)
+
+    def q(self, e: Expr) -> Expr:
+        return X.substitute(X.substitute(e, self.env), self.other)
+
+
+def _cone(body: Body, accs, syms):
+    """The carried registers the accesses depend on, closed under the body; or the reason
+    (a string) when one of them, or an access, depends on data."""
     def carried_in(e: Expr):
         return {n for n in X.symbols(e) if n in syms}
 
@@ -149,31 +193,29 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
         cone |= carried_in(a.address)
     work = list(cone)
     while work:
-        r = work.pop()
-        reg = syms[r]
+        reg = syms[work.pop()]
         for b in body.backs:
             v = _value(b, reg)
             if v is None:
-                return Induction("unsupported", f"loop {body.head:#x}: register {reg} has no value at the back edge",
-                                 loop)
+                return f"loop {body.head:#x}: register {reg} has no value at the back edge"
             for n in carried_in(v) - cone:
                 cone.add(n)
                 work.append(n)
     for r in sorted(cone):
         sym, v = body.carried[syms[r]]
         if v is None or _opaque(v):
-            return Induction("unsupported", f"loop {body.head:#x}: the address depends on register {syms[r]}, "
-                                            f"which holds data on entry", loop)
-        for b in body.backs:
-            if _opaque(_value(b, syms[r])):
-                return Induction("unsupported", f"loop {body.head:#x}: register {syms[r]} is loop-carried data",
-                                 loop)
+            return f"loop {body.head:#x}: the address depends on register {syms[r]}, which holds data on entry"
+        if any(_opaque(_value(b, syms[r])) for b in body.backs):
+            return f"loop {body.head:#x}: register {syms[r]} is loop-carried data"
     for a in accs:
         if _opaque(a.address):
-            return Induction("unsupported", f"loop {body.head:#x}: the access at {a.instr.addr:#x} depends on data",
-                             loop)
-    # 64-bit register pairs (s[2k:2k+1], v[2k:2k+1]) whose high half takes the carry of the
-    # low half: their invariant is on the 64-bit value, not on each half
+            return f"loop {body.head:#x}: the access at {a.instr.addr:#x} depends on data"
+    return cone
+
+
+def _pairs(body: Body, cone, syms):
+    """64-bit register pairs (s[2k:2k+1], v[2k:2k+1]) whose high half takes the carry of the
+    low half: their invariant is on the 64-bit value, not on each half."""
     pairs = []
     for r in sorted(cone):
         reg = syms[r]
@@ -186,15 +228,22 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
             continue
         if any(r in X.symbols(_value(b, hi_reg)) for b in body.backs):
             pairs.append((r, hi[0].name))
+    return pairs
+
+
+def _copies(body: Body, cone, pairs, syms, env, zero_ids):
+    """(delta, other, defs): each carried register's difference D between the workgroup and
+    (0, 0) as a fresh symbol defined by a hypothesis in ``defs`` (the step claims are then
+    linear in it; only the access claims need its definition), 0 where the entry value does
+    not depend on the workgroup; ``other`` maps each carried symbol to its value in the other
+    copy (moved by D, or independent when outside the cone)."""
     paired = {x for pr in pairs for x in pr}
+    ids = set(zero_ids)
 
     def entry_of(symname):
         return X.substitute(body.carried[syms[symname]][1], env)
 
-    # each difference D is a fresh symbol defined by a hypothesis (the step claims are then
-    # linear in it; only the access claims need its definition)
     delta, other, defs = {}, dict(zero_ids), []
-    ids = set(zero_ids)
     for r in cone - paired:
         v = entry_of(r)
         if not ids & set(X.symbols(v)):
@@ -211,7 +260,7 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
         d = Sym(f"D({lo}:{hi})", 64, "carried")
         defs.append(X.eq(d, X.sub(v, X.substitute(v, zero_ids))))
         delta[(lo, hi)] = d
-        moved = X.sub(X.concat(Sym(hi, 32, "carried"), Sym(lo, 32, "carried")), d)
+        moved = X.sub(_pair(lo, hi), d)
         other[lo] = X.extract(moved, 31, 0)
         other[hi] = X.extract(moved, 63, 32)
     for name, (sym, v) in body.carried.items():
@@ -221,48 +270,27 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
             other[sym.name] = X.sub(sym, delta[sym.name])
         else:
             other[sym.name] = Sym(sym.name + "'", 32, "carried")   # independent in the other copy
+    return delta, other, defs
 
-    def both(e):
-        e = X.substitute(e, env)
-        return e, X.substitute(e, other)
 
-    # assumption: a 64-bit pair's low 48 bits (a V# or global base) stay in the canonical
-    # user address range [0, 2**47) in both copies, as the pointer arguments do
-    canon = []
-    for lo, hi in pairs:
-        pair = X.concat(Sym(hi, 32, "carried"), Sym(lo, 32, "carried"))
-        for e in (pair, X.substitute(pair, other)):
-            canon.append(X.ult(X.extract(e, 47, 0), Const(CANONICAL, 48)))
-    out: List[Tuple[List[Expr], Expr, str, int]] = []
-    pairs_pq = list(product(body.backs, body.backs))
-    n_acc = sum(1 for a in accs for b in accs if a.instr.addr == b.instr.addr)
-    if len(pairs_pq) > MAX_PAIRS or n_acc > MAX_PAIRS:
-        return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {len(pairs_pq)} back-edge path pairs and "
-                                   f"{n_acc} access pairs, more than the {MAX_PAIRS} checked: obligations cut", loop)
+def _steps(pairs_pq, cone, pairs, syms, delta, canon, copies: _Copies):
+    """The step claims, for every pair of back-edge paths: each carried register (or 64-bit
+    pair) moves by the same amount in both copies.  They hold for any difference D (no
+    definition needed): linear, fast.  ``canon``: a 64-bit pair's low 48 bits (a V# or global
+    base) stay in the canonical user address range [0, 2**47) in both copies."""
+    paired = {x for pr in pairs for x in pr}
+    out: List[tuple] = []
     for p, q in pairs_pq:
-        # the step claims hold for any difference D (no definition needed): linear, fast
-        conds = canon + [both(c)[0] for c in p.path] + [both(c)[1] for c in q.path]
+        conds = canon + [copies.p(c) for c in p.path] + [copies.q(c) for c in q.path]
         for r in sorted(cone - paired):
-            vp = both(_value(p, syms[r]))[0]
-            vq = both(_value(q, syms[r]))[1]
-            out.append((conds, X.eq(vp, X.add(vq, delta[r])), f"step of {syms[r]}", 0, None))
+            out.append((conds, X.eq(copies.p(_value(p, syms[r])), X.add(copies.q(_value(q, syms[r])), delta[r])),
+                        f"step of {syms[r]}", 0, None))
         for lo, hi in pairs:
-            vp = both(X.concat(_value(p, syms[hi]), _value(p, syms[lo])))[0]
-            vq = both(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))[1]
+            vp = copies.p(X.concat(_value(p, syms[hi]), _value(p, syms[lo])))
+            vq = copies.q(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))
             out.append((conds, X.eq(vp, X.add(vq, delta[(lo, hi)])),
                         f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None))
-    apairs = [(a, b) for a in accs for b in accs if a.instr.addr == b.instr.addr]
-    for a, b in apairs:
-        conds = defs + canon + [both(c)[0] for c in a.path] + [both(a.active)[0]] + [both(c)[1] for c in b.path] \
-            + [both(b.active)[1]]
-        aa, bb = both(a.address)[0], both(b.address)[1]
-        direct = (conds, X.eq(aa, X.add(bb, expected)), f"access at {a.instr.addr:#x}", a.instr.addr)
-        if a.instr.addr in first_pcs:
-            # the cheap translation obligation first, the direct one if it does not hold
-            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids) + (direct,))
-        else:
-            out.append(direct + (None,))
-    return Induction("built", "", loop, out)
+    return out
 
 
 def _value(m, reg: str) -> Optional[Expr]:

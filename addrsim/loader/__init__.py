@@ -1,1 +1,5 @@
-"""TODO"""
+"""Kernel sources: code objects (``codeobj``: ELF, metadata, kernel descriptors), llvm-objdump
+(``disasm``) and assembly listings (``listing``).
+
+Layer 3.  May import addrsim.errors only.
+"""

@@ -1,4 +1,10 @@
-"""TODO machines"""
+"""The kernel's starting states: the symbolic wave at entry and a concrete wave for replay.
+
+Owns :func:`initial_machine`, :func:`concrete_machine` and the constants of the replay's
+address space (PTR_LIMIT, KERNARG_PTR, LANE).  Facts: LLVM AMDGPUUsage "Initial Kernel
+Execution State" (the kernarg SGPR pair, the enabled workgroup id SGPRs, work-item ids packed
+in v0).  May import addrsim.ir, addrsim.loader, addrsim.engine and addrsim.model.
+"""
 from __future__ import annotations
 
 from typing import Dict, Tuple

@@ -1,4 +1,13 @@
-"""TODO query"""
+"""Solver queries: the negated claim under the domain, decided, and minimised when refuted.
+
+Owns :class:`Query` (integer encoding first, range obligations discharged, bit-vectors as
+the fallback), :func:`solve`, :func:`decide_query` (a concrete probe, then the solver, then
+minimisation), :func:`minimize` (the lexicographically smallest shape: batch, nhead_q,
+seqlen_q, ...), :func:`query_key` (the structural cache key), :func:`array_facts` and the
+variable ranges.  Every model a solver returns is checked by evaluation (:func:`violates`)
+before it is believed.  May import addrsim.ir, addrsim.backends, addrsim.model and
+prove.probe/machines/options.
+"""
 from __future__ import annotations
 
 import time

@@ -1,4 +1,11 @@
-"""TODO targets"""
+"""The accesses of a buffer: which instructions' V# base is the buffer's pointer argument.
+
+Owns :class:`Target` (one access with its path conditions and address, the select case
+fixed), :func:`targets_for` (cached in ``Exploration.derived``), :func:`leaves` (the case split
+on selects between buffers, at most 2**4 cases, else :class:`CaseSplitCap`),
+:func:`pointers_in` and :func:`opaque_in`.  May import addrsim.ir, addrsim.backends and
+addrsim.engine.
+"""
 from __future__ import annotations
 
 from dataclasses import dataclass
