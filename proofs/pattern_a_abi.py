@@ -26,7 +26,7 @@ fp32 elements.
 """
 from __future__ import annotations
 
-from ._claims import (GiB, MEMORY_GIB, U32, Claim, Dom, all_, fits_memory, ids_domain, shape_vars, u32)
+from ._claims import (GiB, MEMORY_GIB, U32, Claim, Dom, all_, ids_domain, shape_vars, u32)
 
 SRC = "DOMAIN.md sections 1-2; aiter codegen.py G2:832 (Hs_lsed = nhead_stride_lsed*4), mha_bwd.h H:66-373 (u32 fields)"
 

@@ -34,7 +34,7 @@ for fp32 LSE); hdim, hdim_pad, seq_len in elements.
 """
 from __future__ import annotations
 
-from ._claims import (BATCH, HDIMS, NHEAD, SEQLEN, U32, Claim, Dom, all_, div, fits_memory, hdim_cases, implies, ite,
+from ._claims import (BATCH, NHEAD, SEQLEN, U32, Claim, Dom, all_, div, fits_memory, hdim_cases, implies, ite, 
                       shr, u32)
 from ._layouts import Layout, extra_layouts, file_layouts, lse_bytes, q_bytes, view_layouts
 

@@ -23,10 +23,10 @@ Units: BAs, Seqs, terms in bytes; hdim, dpad, seqlen in elements.
 """
 from __future__ import annotations
 
-from ._claims import (BATCH, HDIMS, NHEAD, SEQLEN, U32, Claim, Dom, GiB, MEMORY_GIB, all_, div, hdim_cases,
+from ._claims import (BATCH, NHEAD, SEQLEN, U32, Claim, Dom, GiB, MEMORY_GIB, all_, div, hdim_cases, 
                       implies, ite, u32)
 from ._layouts import Layout, q_bytes
-from .pattern_b_sbhd_test import EXTRA, FILE, LAYOUTS, VIEWS
+from .pattern_b_sbhd_test import FILE, LAYOUTS
 
 SRC = ("DOMAIN.md section 2; seed note (Pattern D); models/fmha_bwd_v3.yaml buffers dq/dq_acc; "
        "aiter asm_mha_bwd.cu AB:308-315 (accumulators), codegen.py G2:557-721 (args.BAs = batch_stride_q*2)")

@@ -493,6 +493,7 @@ def check_models(path: Path):
     return ms
 
 
+@pytest.mark.slow
 @fuzz(40)
 @given(st.data())
 def test_load_models_mutated(model_seed, scratch, data):
@@ -510,6 +511,7 @@ YAML_TOKENS = st.sampled_from(["layouts:", "families:", "contracts:", "shape:", 
                                "max: -1", "? ", "|", ">", "%YAML 1.1", "---", "...", "\t", "#", "1e400", "~"])
 
 
+@pytest.mark.slow
 @fuzz(80)
 @given(st.one_of(st.text(st.characters(blacklist_categories=("Cs",)), max_size=300),
                  st.lists(YAML_TOKENS, max_size=50).map("".join),

@@ -290,6 +290,7 @@ def test_code_object_branch_into_an_instruction_is_unsupported(tmp_path):
     assert c["verdict"] == "unsupported" and "not the start of an instruction" in c["reason"], c
 
 
+@pytest.mark.slow
 def test_scan_takes_a_listing(shortcut):
     co, buggy, fixed = shortcut
     p = cli("scan", fixed, buggy, "--like", co, "--model", MODEL, "--buffer", "lse", "--layout", "sbhd",

@@ -10,7 +10,7 @@ from addrsim.api import verify
 from test_examples import MODEL, build
 
 
-@pytest.mark.parametrize("layout", ["bhsd", "bshd", "sbhd"])
+@pytest.mark.parametrize("layout", ["bhsd", "bshd", pytest.param("sbhd", marks=pytest.mark.slow)])
 def test_uniform_step_is_proved_for_every_iteration(tmp_path, layout):
     rep = verify(build("lse_loop", tmp_path), buffers=["lse"], layouts=[layout], model_files=[MODEL],
                  properties=["address"])
@@ -19,7 +19,7 @@ def test_uniform_step_is_proved_for_every_iteration(tmp_path, layout):
     assert c["all_iterations"] is True
 
 
-@pytest.mark.parametrize("layout", ["bhsd", "sbhd"])
+@pytest.mark.parametrize("layout", ["bhsd", pytest.param("sbhd", marks=pytest.mark.slow)])
 def test_head_dependent_step_is_refuted_in_iteration_2(tmp_path, layout):
     rep = verify(build("lse_loop_head_step", tmp_path), buffers=["lse"], layouts=[layout], model_files=[MODEL],
                  properties=["address"])

@@ -46,6 +46,7 @@ def test_claims_well_formed():
             assert c.expect_shape, f"{c.name}: a counterexample claim names its minimal shape"
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("claim", CLAIMS, ids=lambda c: c.name)
 def test_claim(claim):
     r = _result(claim)

@@ -71,6 +71,7 @@ def test_wheel_packed_q_view_do_is_latent(real_kernel):
 
 
 @needs_2026
+@pytest.mark.slow
 def test_2026_a16_lse_sbhd_proved_with_witness():
     """aiter e4048607's a16 kernel computes LSE from nhead_q and Hs_lsed (pattern A): proved in
     SBHD, with a replayed witness at batch >= 2 and a workgroup other than (0, 0)."""
@@ -100,6 +101,7 @@ def _shortcut_listing(tmp_path) -> Path:
 
 
 @needs_2026
+@pytest.mark.slow
 def test_2026_shortcut_edit_is_reachable_and_diff_says_fixed(tmp_path):
     lst = _shortcut_listing(tmp_path)
     rep = verify(lst, ["lse"], ["sbhd"], like=A16_2026, properties=["address"])

@@ -2,7 +2,6 @@
 import subprocess
 import sys
 import pytest
-from pathlib import Path
 
 from addrsim.api import verify
 from addrsim.model.models import layout_strides, load_models

@@ -8,10 +8,11 @@ the idioms that need more).
 """
 from __future__ import annotations
 
-from typing import Dict
+from typing import Dict, Optional
 
 import z3
 
+from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.ir.ops import FLOAT_OPS, require_backend
 
@@ -106,3 +107,19 @@ def to_bv(e: Expr, memo: Dict[int, z3.ExprRef] = None, vars_: Dict[str, z3.ExprR
 def holds_bv(c: Expr, memo=None, vars_=None) -> z3.BoolRef:
     """The Z3 formula "the 1-bit expression ``c`` is 1"."""
     return to_bv(c, memo, vars_) == _ONE
+
+
+def offset_from(base: Expr, p: Sym) -> Optional[Expr]:
+    """``base - zext(p)`` as an expression free of ``p`` when ``base`` (64-bit) is the pointer
+    ``p`` plus an offset computed in any way (32-bit halves with carries, ...): the candidate
+    is ``base`` with ``p`` set to 0, kept only if Z3 proves base == zext(p) + candidate for
+    every value of every symbol (bit-vector validity, 1 s); None otherwise.  The engine asks
+    this when a scalar load reads through a pointer argument."""
+    cand = X.substitute(base, {p.name: Const(0, p.width)})
+    if p.name in X.symbols(cand):
+        return None
+    memo, vs = {}, {}
+    s = z3.Solver()
+    s.set("timeout", 1000)
+    s.add(to_bv(base, memo, vs) != to_bv(X.add(X.zext(p, 64), cand), memo, vs))
+    return cand if s.check() == z3.unsat else None

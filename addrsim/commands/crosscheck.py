@@ -56,6 +56,7 @@ import sys
 from addrsim.api import DEFAULT_LAYOUTS
 from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_output, emit
 from addrsim.errors import AddrsimError
+from addrsim.prove.verdict import Verdict
 
 MAX_PAIRS = 16
 CXBUFFERS = ("lse", "d")
@@ -164,9 +165,9 @@ def _predict(path, layout: str, shape: Dict[str, int], buffers, models, like, ti
                  properties=("address",), like=like, min_budget_s=2.0, check_budget_s=30.0)
     checks = rep["kernels"][0]["checks"]
     for c in checks:
-        if c["verdict"] == "counterexample":
+        if c["verdict"] == Verdict.COUNTEREXAMPLE:
             return "fail", c
-    if all(c["verdict"] == "proved" for c in checks):
+    if all(c["verdict"] == Verdict.PROVED for c in checks):
         return "pass", {}
     return None, {}
 
@@ -216,7 +217,7 @@ def build_cases(af: AddressFunction, path, layouts: Sequence[str], max_cases: in
             (fails if pred == "fail" else passes).append(Case(sym, lay, dict(shape), pred, why, coords, tuple(af.buffers)))
 
         for c in checks:
-            if c["verdict"] != "counterexample":
+            if c["verdict"] != Verdict.COUNTEREXAMPLE:
                 continue
             x = c["counterexample"]
             shape = {k: int(v) for k, v in x["shape"].items() if k in SHAPE_VARS}
@@ -361,7 +362,7 @@ def run(args) -> int:
                 raise InputError("--device", f"{args.device}: the torch backend runs on cpu or cuda")
         if run and args.backend == "triton":
             try:
-                import triton  # noqa: F401
+                __import__("triton")
             except ImportError:
                 raise InputError("--backend", "the triton backend needs Triton and a GPU") from None
             if not torch.cuda.is_available():

@@ -35,6 +35,7 @@ import sys
 from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, emit, smt_dir
 from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
+from addrsim.prove.verdict import Verdict
 
 DIFF_CHARS = 400
 
@@ -43,12 +44,12 @@ def classify(old: str, new: str) -> str:
     """The change between two verdicts (see the module docstring)."""
     if old == new:
         return "same"
-    if old == "counterexample" and new == "proved":
+    if old == Verdict.COUNTEREXAMPLE and new == Verdict.PROVED:
         return "fixed"
-    if old == "proved":
-        return "broke" if new == "counterexample" else "lost"
-    if new == "proved":
-        return "proved"
+    if old == Verdict.PROVED:
+        return "broke" if new == Verdict.COUNTEREXAMPLE else "lost"
+    if new == Verdict.PROVED:
+        return Verdict.PROVED
     return "changed"
 
 
@@ -152,7 +153,7 @@ def _common_buffers(old, new, lo, ln, ms) -> List[str]:
 
 
 def _side(c: dict) -> dict:
-    x = c.get("counterexample")
+    x = c.get(Verdict.COUNTEREXAMPLE)
     return {"verdict": c["verdict"], "cause": c.get("cause"), "extracted": c["extracted"], "reason": c.get("reason"),
             "shape": x["shape"] if x else None, "coords": x["coords"] if x else None}
 
@@ -162,7 +163,7 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
     verdict, and in how many the byte offset is the same in shape terms."""
     parts = []
     for ch, word in (("fixed", "fixed"), ("broke", "BROKE"), ("lost", "no longer proved (undecided)"),
-                     ("proved", "newly proved"), ("changed", "verdict changed")):
+                     (Verdict.PROVED, "newly proved"), ("changed", "verdict changed")):
         if counts.get(ch):
             parts.append(f"{word} {', '.join(counts[ch])}")
     checks = [c for k in out["kernels"] for c in k["checks"]]
@@ -224,10 +225,10 @@ def format_diff(report: dict) -> str:
             for side in ("old", "new"):
                 s = c[side]
                 extra = ""
-                if s["verdict"] == "counterexample" and s["shape"]:
+                if s["verdict"] == Verdict.COUNTEREXAMPLE and s["shape"]:
                     extra = "  [counterexample at " + " ".join(f"{n}={v}" for n, v in s["shape"].items()) + \
                             (f", cause {s['cause']}" if s.get("cause") else "") + "]"
-                elif s["verdict"] in ("unknown", "unsupported") and s.get("reason"):
+                elif s["verdict"] in (Verdict.UNKNOWN, Verdict.UNSUPPORTED) and s.get("reason"):
                     extra = f"  [{s['reason'][:160]}]"
                 out.append(f"    {side}: {s['extracted'][:300]}{extra}")
             if c["difference_args"]:

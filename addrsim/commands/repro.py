@@ -34,6 +34,7 @@ from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_output
 from addrsim.errors import AddrsimError, InputError
 from addrsim.model.layout import VIEWS
 from addrsim.model.models import load_models
+from addrsim.prove.verdict import Verdict
 
 #: the permutation that makes a [b, s, h, d] view with the layout's memory order: storage
 #: dims (in memory order) and the permute back to [b, s, h, d] (the Layout value's view)
@@ -227,7 +228,7 @@ def run(args) -> int:
             rep = verify(args.file, [args.buffer], [args.layout], models=models, bounds=dict(args.bound),
                          timeout_ms=args.timeout, properties=("address",), like=args.like)
             c = rep["kernels"][0]["checks"][0]
-            if c["verdict"] != "counterexample":
+            if c["verdict"] != Verdict.COUNTEREXAMPLE:
                 sys.stderr.write(f"addrsim: {args.buffer}/{args.layout} is {c['verdict']}: no failing shape to "
                                  f"reproduce, no script written (give --shape to write one for a shape of your "
                                  f"choice)\n")

@@ -34,6 +34,7 @@ import sys
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
 from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, smt_dir
 from addrsim.errors import AddrsimError
+from addrsim.prove.verdict import Cause, Verdict
 
 ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
 
@@ -243,7 +244,7 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
                 tag = c["buffer"] + ("[bounds]" if c.get("property") == "bounds" else "")
                 by_buf.setdefault(tag, {})[c["layout"]] = c["verdict"]
                 counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
-                if c["verdict"] == "counterexample":
+                if c["verdict"] == Verdict.COUNTEREXAMPLE:
                     cexs.append((k, c))
                     kind = "latent" if (c.get("routing") or {}).get("reachable") is False else "reachable"
                     counts[f"counterexample ({kind})"] = counts.get(f"counterexample ({kind})", 0) + 1
@@ -262,7 +263,7 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
             x = c["counterexample"]
             shape = " ".join(f"{a}={b}" for a, b in x["shape"].items() if not a.startswith("total_"))
             mark = "" if x.get("minimal", True) else " (not proven minimal)"
-            if c.get("cause") == "overflow":
+            if c.get("cause") == Cause.OVERFLOW:
                 mark += " OVERFLOW"
             what = (f"offset {x['address']['extracted']}, allocation {x['address']['expected']} bytes ({c.get('cause')})"
                     if c.get("property") == "bounds" else
@@ -270,7 +271,7 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
             prop = " bounds" if c.get("property") == "bounds" else ""
             out.append(f"  {k['arch']}/{Path(k['file']).name} {c['buffer']}/{c['layout']}{prop}: {shape} "
                        f"batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']}: {what}{mark}")
-            ov = c.get("overflow") or []
+            ov = c.get(Cause.OVERFLOW) or []
             if ov:
                 out.append(f"      wraps: {ov[0]['text']}")
             rt = c.get("routing") or {}

@@ -34,13 +34,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.isa.control import is_branch
-from addrsim.engine.machine import LaneMask, SymbolicLane
+from addrsim.engine.machine import SymbolicLane
 
 MAX_PAIRS = 16          # path pairs (and access pairs) checked per loop
 CANONICAL = 1 << 47     # user-mode addresses lie below 2**47 (as in addrsim.prove.machines.PTR_LIMIT)

@@ -18,13 +18,13 @@ Facts used (AMD Instinct MI300 ISA Reference Guide, CDNA3; same in the CDNA4 gui
 from __future__ import annotations
 
 import re
-import struct
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Iterable, Dict, List, Optional, Sequence, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.backends.z3_bv import offset_from
 from addrsim.isa.memory import buffer_in_range, global_offset, vsharp_fields
 from addrsim.isa.table import Row, effects, lookup
 
@@ -450,7 +450,7 @@ class Machine:
                     if X.shash(a) == hz:
                         rest = b
             if rest is None:
-                rest = _offset_from(base, p)
+                rest = offset_from(base, p)
             if rest is not None and p.name not in X.symbols(rest):
                 start = X.add(rest, X.zext(off, 64))
                 return [X.select(p, X.add(start, Const(4 * k, 64))) for k in range(n)]
@@ -569,23 +569,6 @@ class Machine:
                 for k in range(rr[2]):
                     self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (returned data)")] * self.nlanes
         return "access"
-
-
-def _offset_from(base: Expr, p: Sym) -> Optional[Expr]:
-    """``base - zext(p)`` as an expression free of ``p`` when ``base`` is the pointer plus an
-    offset computed in any way (32-bit halves with carries, ...): the candidate is ``base``
-    with ``p`` set to 0, kept only if Z3 proves base == zext(p) + candidate for every value
-    of every symbol (bit-vector validity, 1 s)."""
-    import z3
-    from addrsim.backends.z3_bv import to_bv
-    cand = X.substitute(base, {p.name: Const(0, p.width)})
-    if p.name in X.symbols(cand):
-        return None
-    memo, vs = {}, {}
-    s = z3.Solver()
-    s.set("timeout", 1000)
-    s.add(to_bv(base, memo, vs) != to_bv(X.add(X.zext(p, 64), cand), memo, vs))
-    return cand if s.check() == z3.unsat else None
 
 
 def _first_of_pair(op: str, k: int) -> str:

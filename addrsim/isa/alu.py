@@ -123,7 +123,6 @@ def _s_add_i32(a, b):
 @sem("s_sub_i32", "s32,scc:s32,s32")
 def _s_sub_i32(a, b):
     r = X.sub(a, b)
-    nb = X.sub(C32(0), b)
     sa, sb, sr = (X.extract(v, 31, 31) for v in (a, b, r))
     return r, X.band(X.bnot(X.eq(sa, sb)), X.bnot(X.eq(sa, sr)))
 

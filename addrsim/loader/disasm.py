@@ -12,7 +12,6 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from addrsim.errors import InputError, ToolError
@@ -112,7 +111,6 @@ def parse_listing(text: str, path="<listing>") -> Dict[str, List[Instr]]:
     funcs: Dict[str, List[Instr]] = {}
     labels: Dict[str, int] = {}
     cur: Optional[List[Instr]] = None
-    pending: List[Tuple[List[Instr], int]] = []
     for lineno, line in enumerate(text.splitlines(), 1):
         m = _SYM.match(line.strip())
         if m:

@@ -29,7 +29,7 @@ from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.model.models import SHAPE_VARS, Assumption, Problem
 from addrsim.backends.z3_bv import holds_bv
-from addrsim.prove.verdict import Witness
+from addrsim.prove.verdict import Verdict, Witness
 
 CORE_RLIMIT = 20_000_000       # Z3 resource units per core query (deterministic)
 FALSE = Const(0, 1)
@@ -160,10 +160,10 @@ def settle(res, decide: Callable, replay: Callable):
     """Make the proved check ``res`` final: attach a witness, or turn it into "unreachable"
     (no shape of the domain reaches the access, ``res.unreachable`` names why) or "unknown"
     (the witness did not replay).  Other verdicts are returned unchanged."""
-    if res.verdict != "proved":
+    if res.verdict != Verdict.PROVED:
         return res
     if res.problem is None or not res.cases:     # nothing to witness: never a bare "proved"
-        res.verdict, res.reason = "unknown", "proof without a witness: no decided access"
+        res.verdict, res.reason = Verdict.UNKNOWN, "proof without a witness: no decided access"
         return res
     w = find_witness(res, decide, replay)
     if isinstance(w, Witness):
@@ -174,10 +174,10 @@ def settle(res, decide: Callable, replay: Callable):
         dom = {id(e) for e in res.problem.domain}
         path = [c for c in conds if id(c) not in dom]     # the path to the access, arguments substituted
         res.unreachable = exclusion(res.problem, path, t.access.instr.addr if t is not None else 0)
-        res.verdict = "unreachable"
+        res.verdict = Verdict.UNREACHABLE
         res.reason = "no shape of the domain reaches the access: " + "; ".join(res.unreachable)
         return res
-    res.verdict, res.reason = "unknown", f"proof without a witness: {w}"
+    res.verdict, res.reason = Verdict.UNKNOWN, f"proof without a witness: {w}"
     return res
 
 
@@ -193,43 +193,43 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None)
     prob: Problem = res.problem
     host = prob.host if prob is not None else None
     entries = list(prob.entry_points) if prob is not None else []
-    if res.verdict in ("unknown", "unsupported") or prob is None:
+    if res.verdict in (Verdict.UNKNOWN, Verdict.UNSUPPORTED) or prob is None:
         return Routing(host, res.verdict, None)
     if host is None:
         return Routing(None, res.verdict, None, [])       # no host model: nobody can say it is masked
     if not entries:
-        return Routing(host, "unreachable", False, ["no entry point of the host launches this kernel family"])
+        return Routing(host, Verdict.UNREACHABLE, False, ["no entry point of the host launches this kernel family"])
     out: List[EntryRouting] = []
     for e in entries:
-        if res.verdict == "proved" and reaches is not None:
+        if res.verdict == Verdict.PROVED and reaches is not None:
             out.append(_proved_route(res, prob, e, reaches))
             continue
         r = run(e)
         masked: List[str] = []
         reach: Optional[bool] = None
-        if r.verdict == "counterexample":
+        if r.verdict == Verdict.COUNTEREXAMPLE:
             reach = True
-        elif r.verdict in ("proved", "unreachable"):
+        elif r.verdict in (Verdict.PROVED, Verdict.UNREACHABLE):
             reach = False
-            if res.verdict == "counterexample":
-                masked = _masking(res, prob, e) if r.verdict == "proved" else list(r.unreachable)
-        out.append(EntryRouting(e, r.verdict, reach if res.verdict == "counterexample" else
-                                (None if r.verdict not in ("proved", "unreachable") else False),
+            if res.verdict == Verdict.COUNTEREXAMPLE:
+                masked = _masking(res, prob, e) if r.verdict == Verdict.PROVED else list(r.unreachable)
+        out.append(EntryRouting(e, r.verdict, reach if res.verdict == Verdict.COUNTEREXAMPLE else
+                                (None if r.verdict not in (Verdict.PROVED, Verdict.UNREACHABLE) else False),
                                 masked, r.counterexample.shape if r.counterexample is not None else None,
                                 r.reason or ""))
     verdicts = [x.verdict for x in out]
-    if "counterexample" in verdicts:
-        v = "counterexample"
-    elif all(x == "unreachable" for x in verdicts):
-        v = "unreachable"
-    elif "unknown" in verdicts or "unsupported" in verdicts:
-        v = "unknown"
+    if Verdict.COUNTEREXAMPLE in verdicts:
+        v = Verdict.COUNTEREXAMPLE
+    elif all(x == Verdict.UNREACHABLE for x in verdicts):
+        v = Verdict.UNREACHABLE
+    elif Verdict.UNKNOWN in verdicts or Verdict.UNSUPPORTED in verdicts:
+        v = Verdict.UNKNOWN
     else:
-        v = "proved"
-    if res.verdict == "counterexample":
-        reach = True if v == "counterexample" else (False if v in ("proved", "unreachable") else None)
+        v = Verdict.PROVED
+    if res.verdict == Verdict.COUNTEREXAMPLE:
+        reach = True if v == Verdict.COUNTEREXAMPLE else (False if v in (Verdict.PROVED, Verdict.UNREACHABLE) else None)
     else:
-        reach = None if v == "unknown" else False
+        reach = None if v == Verdict.UNKNOWN else False
     masked = sorted({m for x in out for m in x.masked_by}) if reach is False else []
     return Routing(host, v, reach, masked, out)
 
@@ -242,16 +242,16 @@ def _proved_route(res, prob: Problem, entry: str, reaches: Callable) -> EntryRou
     for case in res.cases:
         m = reaches(list(case[1]) + routing)
         if isinstance(m, dict):
-            return EntryRouting(entry, "proved", False)
+            return EntryRouting(entry, Verdict.PROVED, False)
         if isinstance(m, str):
             why = m
     if why:
-        return EntryRouting(entry, "unknown", None, [], None, why)
+        return EntryRouting(entry, Verdict.UNKNOWN, None, [], None, why)
     t = res.cases[0][0] if res.cases else None
     named = [(f"{a.text} [{a.source}]", a.expr) for a in prob.routing(entry)]
     base = list(res.cases[0][1]) if res.cases else []
     got = core(base, named)
-    return EntryRouting(entry, "unreachable", False, got or [], None,
+    return EntryRouting(entry, Verdict.UNREACHABLE, False, got or [], None,
                         f"no shape routed through {entry} reaches the access at "
                         f"{t.access.instr.addr:#x}" if t is not None else "no access")
 

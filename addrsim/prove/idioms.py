@@ -20,7 +20,6 @@ never claims anything about division by zero.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from itertools import product
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np

@@ -104,7 +104,6 @@ def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
                               **_formula(sub, n.width, shape_names)))
     try:
         exact_addr = i_memo[id(address)]
-        nodes = {id(n): n for n in X.walk(address)}
         for site, key in zip(sites, site_keys):
             if key[0] == "arg":
                 env2 = dict(ienv, **{key[1]: site.machine})

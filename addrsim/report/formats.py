@@ -35,6 +35,7 @@ counterexample is a ``<failure>``, an unknown or unsupported verdict an ``<error
 """
 from __future__ import annotations
 
+from addrsim.prove.verdict import Verdict
 import io
 import json
 import os
@@ -154,10 +155,10 @@ def _artifact_location(file: str, root: Optional[PathLike]) -> dict:
 
 def _message(kernel: dict, check: dict) -> str:
     sym, buf, lay, verdict = kernel.get("kernel"), check.get("buffer"), check.get("layout"), check.get("verdict")
-    if verdict != "counterexample":
+    if verdict != Verdict.COUNTEREXAMPLE:
         return (f"Kernel {sym}: the {buf} address in layout {lay} could not be checked "
                 f"({verdict}): {_reason(check)}.")
-    cex = check.get("counterexample")
+    cex = check.get(Verdict.COUNTEREXAMPLE)
     if cex and check.get("property") == "bounds":
         return (f"Kernel {sym}: a {buf} access in layout {lay} is out of bounds. "
                 f"Smallest failing shape: {_shape_text(cex.get('shape'))}, at {_coords_text(cex)} "
@@ -183,11 +184,11 @@ def _properties(kernel: dict, check: dict) -> dict:
              "reason": check.get("reason"), "extracted_formula": check.get("extracted"),
              "expected_formula": check.get("expected"), "difference": check.get("difference")}
     rt = check.get("routing") or {}
-    if check.get("verdict") == "counterexample":
+    if check.get("verdict") == Verdict.COUNTEREXAMPLE:
         props["finding"] = "latent" if rt.get("reachable") is False else "reachable"
         props["host"] = rt.get("host")
         props["masked_by"] = "; ".join(rt.get("masked_by") or []) or None
-    cex = check.get("counterexample")
+    cex = check.get(Verdict.COUNTEREXAMPLE)
     if cex:
         ext, exp = _offsets(cex)
         props.update({"shape": cex.get("shape"), **_coords(cex), "lane": cex.get("lane"),
@@ -198,7 +199,7 @@ def _properties(kernel: dict, check: dict) -> dict:
 
 def _result(kernel: dict, check: dict, rule_index: int, root: Optional[PathLike]) -> dict:
     physical = {"artifactLocation": _artifact_location(str(kernel.get("file")), root)}
-    cex = check.get("counterexample") or {}
+    cex = check.get(Verdict.COUNTEREXAMPLE) or {}
     pc = _pc(cex.get("access_pc"))
     if pc is not None and pc >= 0:
         physical["address"] = {"absoluteAddress": pc, "kind": "instruction"}
@@ -207,7 +208,7 @@ def _result(kernel: dict, check: dict, rule_index: int, root: Optional[PathLike]
         "ruleId": f"addrsim/{check.get('buffer')}" + ("-bounds" if check.get("property") == "bounds" else ""),
         "ruleIndex": rule_index,
         # a latent kernel bug (no host entry point launches a failing shape) is a warning
-        "level": "error" if check.get("verdict") == "counterexample"
+        "level": "error" if check.get("verdict") == Verdict.COUNTEREXAMPLE
                  and (check.get("routing") or {}).get("reachable") is not False else "warning",
         "message": {"text": _message(kernel, check)},
         "locations": [{
@@ -241,7 +242,7 @@ def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike]
         if buf not in index:
             index[buf] = len(rules)
             rules.append(_rule(buf))
-        if check.get("verdict") == "proved":
+        if check.get("verdict") == Verdict.PROVED:
             continue
         results.append(_result(kernel, check, index[buf], root))
     run = {
@@ -266,7 +267,7 @@ def _x(text) -> str:
 
 
 def _failure(check: dict) -> Failure:
-    cex = check.get("counterexample") or {}
+    cex = check.get(Verdict.COUNTEREXAMPLE) or {}
     ext, exp = _offsets(cex)
     if cex:
         msg = (f"counterexample at {_shape_text(cex.get('shape'))}: {_coords_text(cex)}: "
@@ -285,7 +286,7 @@ def _failure(check: dict) -> Failure:
     for key in ("extracted", "expected", "difference"):
         if check.get(key):
             lines.append(f"{key}: {check[key]}")
-    f = Failure(_x(msg), "counterexample")
+    f = Failure(_x(msg), Verdict.COUNTEREXAMPLE)
     if lines:
         f.text = _x("\n".join(lines))
     return f
@@ -321,9 +322,9 @@ def to_junit(reports: List[dict]) -> str:
                            + (" bounds" if check.get("property") == "bounds" else "")), _x(kernel.get("kernel")),
                         float(t) if t is not None else None)
         verdict = check.get("verdict")
-        if verdict == "counterexample":
+        if verdict == Verdict.COUNTEREXAMPLE:
             case.result = [_failure(check)]
-        elif verdict != "proved":
+        elif verdict != Verdict.PROVED:
             case.result = [_error(check)]
         cases.append(case)
     root = JUnitXml("addrsim")

@@ -1,10 +1,11 @@
 """The text report of ``addrsim verify``: a table per kernel, then each finding.
 
 Owns :func:`print_table`.  It renders the JSON form of the checks
-(:func:`addrsim.report.json.check_json`), nothing else.  Imports nothing of addrsim.
+(:func:`addrsim.report.json.check_json`), nothing else.  May import addrsim.prove.verdict.
 """
 from __future__ import annotations
 
+from addrsim.prove.verdict import Cause, Verdict
 import sys
 
 
@@ -33,7 +34,7 @@ def _print_routing(c: dict, out) -> None:
 
 def _routing_word(c: dict) -> str:
     r = c.get("routing") or {}
-    if c["verdict"] == "counterexample":
+    if c["verdict"] == Verdict.COUNTEREXAMPLE:
         return {True: "reachable", False: "latent", None: "routing ?"}[r.get("reachable")]
     return r.get("verdict", "") if r.get("verdict") not in (None, c["verdict"]) else ""
 
@@ -48,12 +49,12 @@ def print_table(report: dict, out=sys.stdout):
                       f"{_routing_word(c):<13}{c['time_s']:>6.2f}s\n")
         for c in k["checks"]:
             tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
-            if c["verdict"] == "counterexample":
+            if c["verdict"] == Verdict.COUNTEREXAMPLE:
                 x = c["counterexample"]
                 shape = " ".join(f"{n}={v}" for n, v in x["shape"].items())
                 mark = "" if x.get("minimal", True) else " (not proven minimal: the minimisation budget ran out)"
                 out.write(f"\n  {tag}: counterexample at {shape}{mark}\n")
-                if c.get("cause") == "loop":
+                if c.get("cause") == Cause.LOOP:
                     out.write(f"    LOOP: {c['reason']}\n")
                 out.write(f"    batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} "
                           f"lane={x['lane']} (access at {x['access_pc']:#x})\n")
@@ -69,18 +70,18 @@ def print_table(report: dict, out=sys.stdout):
                     out.write(f"    extracted - expected (integer reading, this layout): {_short(c['difference'])}\n")
                 if x.get("memory_bytes"):
                     out.write(f"    device memory for every tensor at this shape: {x['memory_bytes'] / 2**30:.2f} GiB\n")
-                if c.get("cause") == "overflow":
+                if c.get("cause") == Cause.OVERFLOW:
                     out.write("    OVERFLOW: proved over the integers (--arith int), refuted in hardware arithmetic\n")
-                    for w in c.get("overflow", [])[:3]:
+                    for w in c.get(Cause.OVERFLOW, [])[:3]:
                         out.write(f"      wraps: {w['text']}\n")
-                elif c.get("cause") == "formula":
+                elif c.get("cause") == Cause.FORMULA:
                     out.write("    the formula is wrong over the integers too (not an overflow)\n")
                 _print_routing(c, out)
-            elif c["verdict"] == "unreachable":
+            elif c["verdict"] == Verdict.UNREACHABLE:
                 out.write(f"\n  {tag}: unreachable: no shape of the domain reaches the access; excluded by:\n")
                 for a in c.get("excluded_by") or []:
                     out.write(f"      {a}\n")
-            elif c["verdict"] != "proved":
+            elif c["verdict"] != Verdict.PROVED:
                 out.write(f"\n  {tag}: {c['verdict']}: {c['reason']}\n")
         for lim in k.get("host_limits") or []:
             shape = " ".join(f"{n}={v}" for n, v in lim["shape"].items())
@@ -88,7 +89,7 @@ def print_table(report: dict, out=sys.stdout):
                       f"argument when {lim['boundary']}\n    smallest shape {shape} "
                       f"({lim['memory_bytes'] / 2**30:.2f} GiB); {lim['source']}\n")
         for c in k["checks"]:
-            if c["verdict"] == "proved" and c.get("property", "address") == "address":
+            if c["verdict"] == Verdict.PROVED and c.get("property", "address") == "address":
                 out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset {_short(c['extracted'])}\n"
                           f"  {' ' * len(c['buffer'] + c['layout'])}         expected offset  {c['expected']}\n")
                 w = c.get("witness")
