@@ -56,7 +56,7 @@ def _load(path: Path) -> Dict[str, dict]:
 def _make(name: str, spec: dict, base: Dict[str, dict], origin: str) -> Layout:
     """Q's and LSE's strides of ``spec`` (``extends`` resolved by addrsim's Layout value,
     :func:`addrsim.model.layout.resolve`), compiled by the one model-expression parser."""
-    value = resolve({**base, name: spec}, name, origin)
+    value = resolve({**base, name: spec}, name, path=origin, origin=origin)
     tensors = {k: value.strides[k] for k in ("q", "lse")}
     order = value.order if "extends" in spec else name
     text = {f"q.{k}": str(x) for k, x in tensors["q"].items()}

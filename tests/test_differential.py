@@ -23,7 +23,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from addrsim.commands.differential import (NotReached, array_memory, concrete_address, environment, grid_counts,
+from addrsim.prove.differential import (NotReached, array_memory, concrete_address, environment, grid_counts,
                                   in_domain, integer_targets, load_subject, symbolic_addresses)
 
 BUFFERS = ("lse", "d", "q", "k")

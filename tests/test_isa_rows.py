@@ -259,5 +259,7 @@ def test_modifiers_change_what_memory_rows_write():
     assert effects(lookup("buffer_atomic_add_u32"), lambda m: m == "glc").n_dst == 1      # returns the old value
     assert effects(lookup("buffer_load_dword"), lambda m: m == "lds").n_dst == 0          # into LDS, no VGPR
     assert lookup("buffer_load_dwordx4").nbytes == 16 and lookup("global_store_byte").nbytes == 1
+    assert lookup("global_atomic_add_f64").nbytes == 8 and lookup("buffer_load_ubyte_d16").nbytes == 1
+    assert lookup("buffer_load_short_d16_hi").nbytes == 2 and lookup("buffer_atomic_pk_add_bf16").nbytes == 4
     assert lookup("s_cbranch_vccnz").branch == "vccnz" and lookup("s_cbranch_cdbgsys").branch == "unknown"
     assert lookup("s_addk_i32").reads_dst and not lookup("s_add_i32").reads_dst

@@ -14,7 +14,7 @@ import pytest
 import z3
 from hypothesis import given, settings, strategies as st
 
-from addrsim.backends import ideal, sympy_text, vector, z3_bv, z3_int
+from addrsim.backends import exact, ideal, sympy_text, vector, z3_bv, z3_int
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Op, Sym
 from addrsim.ir.ops import OPS, BackendGap, require_backend
@@ -209,6 +209,11 @@ def test_int_mode_and_sympy_agree_with_the_machine_where_nothing_wraps(seed):
     if not _agrees(e, env, mi, mm):
         return
     assert iv == mv
+    if all(n.op in exact.EXACT for n in X.walk(e) if isinstance(n, Op)):
+        try:
+            assert exact.value(e, env) == mv          # the exact backend over ints, where nothing wraps
+        except ZeroDivisionError:
+            pass                                      # x // 0: no unbounded-integer value
     try:
         r = sympy_text.to_sympy(e).subs({k: v for k, v in env.items() if not k.endswith("[]")})
     except ZeroDivisionError:
@@ -221,6 +226,7 @@ def test_every_backend_covers_the_registry():
     for table in (z3_bv.BV, z3_int.INT, ideal.IDEAL, sympy_text.SYMPY, sympy_text.NOWRAP, X.CONSTRUCT):
         require_backend("test", table)
     require_backend("test", vector.VECTOR, vector.UNSUPPORTED)
+    require_backend("test", exact.EXACT, exact.UNSUPPORTED)
 
 
 def test_a_gap_is_an_error():

@@ -12,7 +12,7 @@ For one kernel and its LSE/D buffers, per layout:
 2. **Address function.**  For each (batch_id, head_id) run, the byte offset of the LSE (and
    D) slice is the kernel's explored address of the buffer's first access, evaluated in
    hardware arithmetic on the kernel arguments the host would pass at that shape and layout
-   (:mod:`addrsim.commands.differential`), lane 0 of the first key tile; row r of the slice is read at
+   (:mod:`addrsim.prove.differential`), lane 0 of the first key tile; row r of the slice is read at
    that offset plus 4*r bytes (the per-row step, proved for every loop iteration by the
    address check).  A read outside the V#'s num_records, or outside the LSE/D allocation
    ([batch, nhead_q, seqlen_q] fp32), returns 0, as a buffer load does.
@@ -45,7 +45,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.api import verify
-from addrsim.commands.differential import environment, in_domain, load_subject, symbolic_addresses
+from addrsim.prove.differential import environment, in_domain, load_subject, symbolic_addresses
 from addrsim.errors import InputError
 from addrsim.model.models import SHAPE_VARS, load_models
 
@@ -328,7 +328,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from addrsim.commands.crosscheck import AddressFunction, build_cases, plan_case
     from addrsim.gpu.crossrun import format_report, run_plan
     try:
         models = load_models(list(args.model))

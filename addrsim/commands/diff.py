@@ -49,7 +49,7 @@ def classify(old: str, new: str) -> str:
     if old == Verdict.PROVED:
         return "broke" if new == Verdict.COUNTEREXAMPLE else "lost"
     if new == Verdict.PROVED:
-        return Verdict.PROVED
+        return "proved"             # the change "newly proved"
     return "changed"
 
 
@@ -153,7 +153,7 @@ def _common_buffers(old, new, lo, ln, ms) -> List[str]:
 
 
 def _side(c: dict) -> dict:
-    x = c.get(Verdict.COUNTEREXAMPLE)
+    x = c.get("counterexample")
     return {"verdict": c["verdict"], "cause": c.get("cause"), "extracted": c["extracted"], "reason": c.get("reason"),
             "shape": x["shape"] if x else None, "coords": x["coords"] if x else None}
 
@@ -163,7 +163,7 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
     verdict, and in how many the byte offset is the same in shape terms."""
     parts = []
     for ch, word in (("fixed", "fixed"), ("broke", "BROKE"), ("lost", "no longer proved (undecided)"),
-                     (Verdict.PROVED, "newly proved"), ("changed", "verdict changed")):
+                     ("proved", "newly proved"), ("changed", "verdict changed")):
         if counts.get(ch):
             parts.append(f"{word} {', '.join(counts[ch])}")
     checks = [c for k in out["kernels"] for c in k["checks"]]
@@ -264,7 +264,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from addrsim.commands.diff import diff, diff_status, format_diff
     try:
         models = load_models(list(args.model) + list(args.layouts))
         rep = diff(args.old, args.new, args.buffer or None, args.layout or DEFAULT_LAYOUTS, like=args.like,

@@ -185,7 +185,6 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from addrsim.commands.repro import script
     from addrsim.loader.listing import load_source
     from addrsim.model.models import SHAPE_VARS
     try:

@@ -225,7 +225,8 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
 
 # ----------------------------------------------------------------------------- summary
 
-MARK = {"proved": "ok", "counterexample": "CEX", "unknown": "?", "unsupported": "unsup", "unreachable": "unr"}
+MARK = {Verdict.PROVED: "ok", Verdict.COUNTEREXAMPLE: "CEX", Verdict.UNKNOWN: "?", Verdict.UNSUPPORTED: "unsup",
+        Verdict.UNREACHABLE: "unr"}
 
 
 def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
@@ -339,7 +340,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from addrsim.report.formats import write_junit, write_sarif
-    from addrsim.commands.scan import collect, scan, summary
     if not args.inputs and not args.aiter:
         sys.stderr.write("addrsim: scan needs a directory, wheel or file (or --aiter)\n")
         return EXIT_BAD_INPUT

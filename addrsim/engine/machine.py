@@ -514,11 +514,7 @@ class Machine:
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), (), base,
                                            Const(0, 14), Const(0, 32), addr, self.lane_active(lane), False, (),
                                            size=row.nbytes))
-        if returns and vdst is not None:
-            rr = self.parse_reg(vdst)
-            if rr and rr[0] in ("v", "a"):
-                for k in range(rr[2]):
-                    self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (memory data)")] * self.nlanes
+        self._returned(ins, row, vdst)
         return "access"
 
     def _buffer(self, ins: Instr, row: Row) -> str:
@@ -558,17 +554,19 @@ class Machine:
                                            stride, words[2], addr, self.lane_active(lane), lds, tuple(notes),
                                            size=size, in_range=buffer_in_range(index, voff, ioff, stride,
                                                                                words[2], size)))
-        if is_load and vdata is not None:
-            rr = self.parse_reg(vdata)
-            if rr and rr[0] in ("v", "a"):
-                for k in range(rr[2]):
-                    self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (memory data)")] * self.nlanes
-        if row.mem == "atomic" and ins.modifier("glc") is not None and vdata:
-            rr = self.parse_reg(vdata)
-            if rr and rr[0] in ("v", "a"):
-                for k in range(rr[2]):
-                    self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} (returned data)")] * self.nlanes
+        self._returned(ins, row, vdata)
         return "access"
+
+    def _returned(self, ins: Instr, row: Row, vreg: Optional[str]) -> None:
+        """The data a memory instruction returns into VGPRs (a load, an atomic with glc: the
+        row's effects, :func:`addrsim.isa.table.effects`) is opaque."""
+        if not vreg or not effects(row, lambda name: ins.modifier(name) is not None).n_dst:
+            return
+        rr = self.parse_reg(vreg)
+        if rr and rr[0] in ("v", "a"):
+            what = "returned data" if row.mem == "atomic" else "memory data"
+            for k in range(rr[2]):
+                self.vgpr[(rr[0], rr[1] + k)] = [self.opaque(32, f"{ins.mnemonic} at {ins.addr:#x} ({what})")] * self.nlanes
 
 
 def _first_of_pair(op: str, k: int) -> str:

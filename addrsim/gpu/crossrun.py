@@ -1,6 +1,6 @@
 """Running cross-check plans: the GPU (or CPU) half of `addrsim crosscheck`.
 
-A plan (:func:`addrsim.commands.crosscheck.plan_cases`, JSON) holds, per case, the shape, the
+A plan (:func:`addrsim.commands.crosscheck.plan_case` per case, JSON) holds, per case, the shape, the
 prover's prediction, and the kernel's LSE/D slice offsets (bytes from the buffer pointer,
 and whether the V# range check passes) for every (batch_id, head_id) pair the run uses.  This
 module needs only PyTorch (and Triton for the ``triton`` backend): no solver, no LLVM, so the

@@ -19,11 +19,11 @@ from addrsim.ir.expr import Const, Expr
 
 def access_size(mnemonic: str) -> int:
     """Bytes per lane of a buffer/global access, from its mnemonic (``_dwordx4`` 16,
-    ``_dwordx3`` 12, ``_dwordx2`` 8, ``_dword`` and packed atomics 4, ``_short``/``_d16`` 2,
-    ``_byte`` 1)."""
+    ``_dwordx3`` 12, ``_dwordx2`` 8, 64-bit atomics (``_f64``, ``_x2``) 8, ``_dword`` and packed
+    atomics 4, ``_short``/``_d16`` 2, ``_byte`` (``_byte_d16``, ``_sbyte_d16_hi``) 1)."""
     m = mnemonic
     for tag, n in (("dwordx4", 16), ("dwordx3", 12), ("dwordx2", 8), ("x4", 16), ("x3", 12), ("x2", 8),
-                   ("dword", 4), ("pk_add", 4), ("short", 2), ("d16", 2), ("byte", 1)):
+                   ("f64", 8), ("dword", 4), ("pk_add", 4), ("byte", 1), ("short", 2), ("d16", 2)):
         if tag in m:
             return n
     return 4

@@ -1,7 +1,9 @@
 """The CDNA instruction table: what every instruction is and everything it writes.
 
-Owns :class:`Row`, :func:`lookup` (mnemonic -> Row, the one place that reads mnemonics) and
-:func:`effects` (the registers an instruction may write, for havoc at loop heads).  May
+Owns :class:`Row`, :func:`lookup` (mnemonic -> Row: where the engine learns what an
+instruction is; the loader only asks :func:`addrsim.isa.control.is_branch` to resolve branch
+targets) and :func:`effects` (the registers an instruction may write: havoc at loop exits,
+the VGPRs a memory instruction returns into).  May
 import addrsim.ir, addrsim.isa.alu, addrsim.isa.memory and addrsim.isa.control.  The engine
 dispatches on ``Row.kind`` and reads the row's fields; it never tests a mnemonic.
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Dict, List, Optional, Tuple
 
+from addrsim.isa.control import is_branch
 from addrsim.errors import InputError, ToolError
 
 MIN_LLVM = 20
@@ -139,7 +140,7 @@ def parse_listing(text: str, path="<listing>") -> Dict[str, List[Instr]]:
     for name, ins in funcs.items():
         fixed = []
         for i in ins:
-            if i.mnemonic.startswith(("s_branch", "s_cbranch")) and i.operands:
+            if is_branch(i.mnemonic) and i.operands:
                 t = i.operands[0]
                 if t in labels:
                     i = Instr(i.addr, i.mnemonic, i.operands, i.modifiers, i.text, labels[t], i.size)

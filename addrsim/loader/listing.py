@@ -39,8 +39,8 @@ from addrsim.loader import codeobj
 from addrsim.loader.codeobj import CodeObject
 from addrsim.loader.disasm import _SYM, Instr, _match_line, disassemble, find_objdump, parse_listing
 from addrsim.errors import InputError, ToolError
+from addrsim.isa.control import is_branch
 
-BRANCHES = ("s_branch", "s_cbranch_")
 _TARGET = re.compile(r'^\s*\.amdgcn_target\s+"amdgcn-amd-amdhsa--(gfx[0-9a-f]+)')
 _NUMERIC = re.compile(r"^-?[0-9]{1,6}$")
 _MC_ERROR = re.compile(r"^<stdin>:(\d+):(\d+):\s*error:\s*(.*)$")
@@ -156,7 +156,7 @@ def _from_objdump(path, lines: List[str]) -> Tuple[List[Tuple[str, int]], Dict[i
             mnem, rest, addr_s, _ = m2
             addr = int(addr_s, 16)
             ops = rest.split(",")
-            if mnem.startswith(BRANCHES) and ops and _NUMERIC.match(ops[0].split()[0] if ops[0].split() else ""):
+            if is_branch(mnem) and ops and _NUMERIC.match(ops[0].split()[0] if ops[0].split() else ""):
                 v = int(ops[0].split()[0])
                 v = v - 0x10000 if v >= 0x8000 else v          # simm16, printed unsigned by LLVM 22
                 target = addr + 4 + 4 * v
@@ -197,7 +197,7 @@ def _check_branch(path, no: int, code: str, where: str) -> None:
     """A branch written by hand must name a label: a numeric operand (in any notation) is an
     offset relative to wherever the line ends up, which an edit silently changes."""
     w = code.split(None, 1)
-    if w and w[0].startswith(BRANCHES) and len(w) > 1:
+    if w and is_branch(w[0]) and len(w) > 1:
         op = w[1].split(",")[0].strip()
         if not _LABEL_OPERAND.match(op):
             raise InputError(path, f"line {no}: a branch on {where} must name a label, not {op!r} "

@@ -4,8 +4,9 @@ Owns :class:`Layout`, :func:`resolve` (a model set's layout by name, ``extends``
 :func:`view` (the PyTorch permutation) and :func:`offset` (the element offset of an index).
 May import addrsim.ir, addrsim.model.parse and addrsim.errors.  Used by the prover
 (:func:`addrsim.model.models.build_problem`), ``addrsim repro`` and the cross-check plan
-(:mod:`addrsim.commands.repro`, :mod:`addrsim.commands.crosscheck`, whose plan carries
-the view to :mod:`addrsim.gpu.crossrun`) and proofs/_layouts.py.
+(:mod:`addrsim.commands.repro` and :mod:`addrsim.gpu.crossrun` take the PyTorch view of the
+layout's memory order from :data:`VIEWS`; they run only the three built-in orders, a user view
+is refused with its name) and proofs/_layouts.py.
 
 Strides are in **elements** (of the tensor's dtype; fp32 for LSE/D), as expressions in the
 shape variables (models/layouts.yaml).  ``order`` is the memory order of the root layout of the

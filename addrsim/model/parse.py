@@ -16,6 +16,7 @@ import ast
 import warnings
 from typing import Callable, Dict
 
+from addrsim.backends import exact
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 
@@ -177,22 +178,4 @@ def compile_stride(text, names) -> Callable[[dict], object]:
         if not isinstance(node, _STRIDE_NODES) or (isinstance(node, ast.Constant) and type(node.value) is not int):
             raise ModelExprError(f"disallowed construct {type(node).__name__} in stride {text!r}")
     e = parse(text, {n: X.Sym(n, W, "shape") for n in names})
-    return lambda env: _exact(e, env)
-
-
-def _exact(e: Expr, env):
-    """Exact integer value of a stride expression (add, sub, mul, udiv only) over ints or Z3 terms."""
-    if isinstance(e, Const):
-        return e.value
-    if isinstance(e, X.Sym):
-        return env[e.name]
-    a, b = (_exact(x, env) for x in e.args)
-    if e.op == "add":
-        return a + b
-    if e.op == "sub":
-        return a - b
-    if e.op == "mul":
-        return a * b
-    if e.op == "udiv":
-        return a // b if isinstance(a, int) and isinstance(b, int) else a / b
-    raise ModelExprError(f"operator {e.op} in a stride expression")
+    return lambda env: exact.value(e, env)
