@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import replace as _replace
-from typing import Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence
 
 from addrsim import __version__
 from addrsim.engine.explore import explore
@@ -38,7 +38,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
            model_files: Sequence[str] = (), models: Optional[ModelSet] = None, cache: Optional[dict] = None,
            properties: Sequence[str] = DEFAULT_PROPERTIES, like=None, checks_out: Optional[list] = None,
            host: Optional[str] = None, routed: bool = False, require_buffers: bool = True,
-           options: Optional[Options] = None, **option_kw) -> dict:
+           options: Optional[Options] = None, progress: Optional[Callable[[int, int, str], None]] = None,
+           **option_kw) -> dict:
     """Check every kernel of the code object or assembly listing at ``path``.
 
     A listing (llvm-objdump ``-d`` text, edited or not, or llvm-mc assembly) takes its
@@ -65,7 +66,8 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     :func:`addrsim.model.models.choose_host`).  ``verdict`` is the kernel's, decided without
     routing over shapes whose arguments are exact; ``routing`` says whether the host's entry
     points send a failing shape to the kernel.  ``routed``: make ``verdict`` the routed one
-    (every layer, routing included).
+    (every layer, routing included).  ``progress(done, total, label)`` is called after each
+    check (``label``: kernel, buffer/layout, property and verdict), e.g. to draw a progress bar.
     Returns the report as a JSON-ready dict ``{"tool", "version", "kernels": [...]}`` (see
     README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
     kernel without the buffer's pointer argument, malformed model file), ToolError (no
@@ -81,11 +83,24 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
         raise InputError(path, f"architecture {src.co.arch} is not supported (gfx90a, gfx942, gfx950)")
     ptrs = _buffer_pointers(path, ms, src.co.kernels, buffers, explicit)
     out = {"tool": "addrsim", "version": __version__, "kernels": []}
+    tick = _Ticker(progress, len(ptrs) * len(layouts) * len(properties))
     for k in src.co.kernels:
         kb = [(b, p) for (sym, b), p in ptrs.items() if sym == k.symbol]
         out["kernels"].append(_kernel_report(path, src, k, ms, kb, layouts, properties, opts, cache, routed,
-                                             checks_out, like))
+                                             checks_out, like, tick))
     return out
+
+
+class _Ticker:
+    """Counts finished checks for the ``progress`` callback of :func:`verify`."""
+
+    def __init__(self, progress, total: int):
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, kernel: str, c: Check) -> None:
+        self.done += 1
+        if self.progress is not None:
+            self.progress(self.done, self.total, f"{kernel} {c.buffer}/{c.layout} {c.prop}: {c.verdict}")
 
 
 def _validated(path, opts: Options, properties, layouts, ms: ModelSet, host) -> ModelSet:
@@ -123,7 +138,8 @@ def _buffer_pointers(path, ms, kernels, buffers, explicit) -> Dict[tuple, str]:
     return ptrs
 
 
-def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, routed, checks_out, like) -> dict:
+def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, routed, checks_out, like,
+                   tick) -> dict:
     """One kernel's entry of the report: its checks (property x layout x buffer) and host limits."""
     code = src.code.get(k.symbol)
     if not code:
@@ -138,6 +154,7 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
         for lay in layouts:
             for b, _ in kbufs:
                 c = _one_check(sub, ex, b, lay, prop, opts, cache, routed)
+                tick(k.symbol, c)
                 checks.append(check_json(c, src.lines))
                 if checks_out is not None:
                     checks_out.append((k.symbol, c))

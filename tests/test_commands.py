@@ -31,6 +31,16 @@ def test_verify_table_and_exit(kernels, capsys):
     assert "lse/sbhd proved" in out and "witness:" in out and "domain: bounds, grid" in out
 
 
+def test_verify_progress_on_stderr_only_when_asked(kernels, capsys):
+    argv = ["verify", str(kernels["lsed_abi_fix"]), "--model", MODEL, *BOUNDS, "--buffer", "lse", "--layout", "bhsd",
+            "--check", "address"]
+    assert main(argv + ["--progress"]) == 0
+    err = capsys.readouterr().err
+    assert "addrsim verify" in err and "lse/bhsd address: proved" in err
+    assert main(argv + ["--progress", "--quiet"]) == 0 and capsys.readouterr().err == ""
+    assert main(argv) == 0 and capsys.readouterr().err == ""        # stderr is not a terminal here
+
+
 def test_explain_prints_the_slice(kernels, capsys):
     assert main(["explain", str(kernels["lsed_abi_fix"]), "--model", MODEL, "--buffer", "lse"]) == 0
     assert "s_mul_hi_u32 s20, s18, s17" in capsys.readouterr().out

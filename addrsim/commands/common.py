@@ -105,3 +105,28 @@ def fail(e) -> int:
     """Report an AddrsimError as one line on stderr; EXIT_BAD_INPUT."""
     sys.stderr.write(f"addrsim: {e}\n")
     return EXIT_BAD_INPUT
+
+
+class _Bar:
+    """A tqdm bar on stderr driven by ``progress(done, total, label)`` callbacks."""
+
+    def __init__(self, desc: str, unit: str):
+        from tqdm import tqdm
+        self.bar = tqdm(total=0, desc=desc, unit=unit, leave=False, file=sys.stderr)
+
+    def __call__(self, done: int, total: int, label: str) -> None:
+        if self.bar.total != total:
+            self.bar.total = total
+        self.bar.set_postfix_str(label[-60:], refresh=False)
+        self.bar.update(done - self.bar.n)
+
+    def close(self) -> None:
+        self.bar.close()
+
+
+def progress_bar(args, desc: str, unit: str):
+    """A progress bar on stderr (with an estimate of the time left) when stderr is a terminal
+    or ``--progress`` is given, and not ``--quiet``; None otherwise."""
+    if getattr(args, "quiet", False) or not (getattr(args, "progress", False) or sys.stderr.isatty()):
+        return None
+    return _Bar(desc, unit)

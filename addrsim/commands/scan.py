@@ -334,7 +334,7 @@ def register(sub) -> None:
     sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
     sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
     sc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
-    sc.add_argument("--no-progress", action="store_true", help="no progress bar")
+    sc.add_argument("--no-progress", "--quiet", "-q", dest="no_progress", action="store_true", help="no progress bar")
     sc.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
 

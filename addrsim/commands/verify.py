@@ -6,7 +6,7 @@ unknown/unsupported/unreachable and no counterexample, 3 bad input or usage, 4 i
 from __future__ import annotations
 
 
-from addrsim.commands.common import Parser, add_common, bound_arg, emit, fail, smt_dir
+from addrsim.commands.common import Parser, add_common, bound_arg, emit, fail, progress_bar, smt_dir
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
 from addrsim.errors import AddrsimError
@@ -31,18 +31,24 @@ def register(sub) -> None:
     add_common(v, "address,bounds")
     v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
                    help="user layouts file (a model file with a layouts section; repeatable)")
+    v.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    v.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
 
 def run(args) -> int:
+    bar = progress_bar(args, "addrsim verify", "check")
     try:
         models = load_models(list(args.model) + list(args.layouts))
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
                           bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
                           memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
-                          like=args.like, host=args.host, routed=args.routed)
+                          like=args.like, host=args.host, routed=args.routed, progress=bar)
                    for f in args.files]
     except AddrsimError as e:
         return fail(e)
+    finally:
+        if bar is not None:
+            bar.close()
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]]}
     import io
     buf = io.StringIO()
