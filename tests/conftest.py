@@ -8,6 +8,10 @@ from pathlib import Path
 
 import pytest
 
+# verdicts in tests never come from an earlier run's query cache (addrsim.prove.store); the
+# cache's own tests give it a folder explicitly
+os.environ["ADDRSIM_NO_CACHE"] = "1"
+
 WHEEL = "amd-aiter==0.1.7.post2.dev18"
 KERNEL = "aiter_meta/hsa/gfx942/fmha_v3_bwd/bwd_hd128_bf16_a16_rtne.co"
 

@@ -39,8 +39,12 @@ def props_arg(text: str):
 
 
 def add_common(sp, checks_default: str):
-    """Options of verify and scan for the properties, the arithmetic, device memory and
-    solver hygiene."""
+    """Options of verify, scan and diff for the properties, the arithmetic, device memory,
+    the query cache and solver hygiene."""
+    sp.add_argument("--cache-dir", metavar="DIR", default=None,
+                    help="the query cache: decided queries and replays, kept between runs and shared by "
+                         "workers (default $ADDRSIM_CACHE/queries, i.e. ~/.cache/addrsim/queries)")
+    sp.add_argument("--no-cache", action="store_true", help="decide every query again (no query cache)")
     sp.add_argument("--check", type=props_arg, default=props_arg(checks_default), metavar="PROPS",
                     help="properties, comma-separated: address (slice bases against the model), bounds (every "
                          f"checked access inside its allocation and the V#'s num_records); default {checks_default}")
@@ -130,3 +134,20 @@ def progress_bar(args, desc: str, unit: str):
     if getattr(args, "quiet", False) or not (getattr(args, "progress", False) or sys.stderr.isatty()):
         return None
     return _Bar(desc, unit)
+
+
+def query_store(args):
+    """The query cache of ``args`` (:func:`addrsim.prove.store.open_store`): ``--cache-dir``, else
+    the default; an in-memory one with ``--no-cache`` or ``$ADDRSIM_NO_CACHE``."""
+    from addrsim.prove.store import default_dir, open_store
+    if getattr(args, "no_cache", False):
+        return open_store(None)
+    return open_store(args.cache_dir or default_dir())
+
+
+def cache_dir_of(args):
+    """The cache folder the workers of ``scan`` open (None: in memory only)."""
+    from addrsim.prove.store import default_dir
+    if getattr(args, "no_cache", False):
+        return None
+    return args.cache_dir or default_dir()

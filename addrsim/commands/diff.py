@@ -32,7 +32,7 @@ from addrsim.api import DEFAULT_LAYOUTS, verify
 from addrsim.errors import InputError
 import sys
 
-from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, emit, smt_dir
+from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, emit, query_store, smt_dir
 from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
 from addrsim.prove.verdict import Verdict
@@ -269,7 +269,7 @@ def run(args) -> int:
         rep = diff(args.old, args.new, args.buffer or None, args.layout or DEFAULT_LAYOUTS, like=args.like,
                    like_old=args.like_old, like_new=args.like_new, properties=args.check, models=models,
                    bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
-                   memory_gib=args.memory_gib, smt_dir=smt_dir(args))
+                   memory_gib=args.memory_gib, smt_dir=smt_dir(args), cache=query_store(args))
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT

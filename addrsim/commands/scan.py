@@ -32,7 +32,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
-from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, smt_dir
+from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, cache_dir_of, smt_dir
 from addrsim.errors import AddrsimError
 from addrsim.prove.verdict import Cause, Verdict
 
@@ -151,8 +151,10 @@ _WORKER: dict = {}
 
 def _init_worker(model_files, bounds, timeout_ms, min_budget_s, check_budget_s=None, options=None):
     from addrsim.model.models import load_models as _lm
+    from addrsim.prove.store import open_store
+    options = dict(options or {})
     _WORKER.update(ms=_lm(model_files), bounds=bounds, timeout_ms=timeout_ms, min_budget_s=min_budget_s,
-                   check_budget_s=check_budget_s, cache={}, options=dict(options or {}))
+                   check_budget_s=check_budget_s, cache=open_store(options.pop("cache_dir", None)), options=options)
 
 
 def _scan_group(paths, buffers, layouts):
@@ -176,12 +178,13 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
          bounds=None, timeout_ms: int = 10000, jobs: int = 1, min_budget_s: float = 1.0,
          progress: bool = False, check_budget_s: float = 10.0, arith: str = "bv",
          memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
-         properties: Sequence[str] = ("address",), host: Optional[str] = None, routed: bool = False) -> List[dict]:
+         properties: Sequence[str] = ("address",), host: Optional[str] = None, routed: bool = False,
+         cache_dir=None) -> List[dict]:
     """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`, which documents
     ``arith``, ``memory_gib`` and ``smt_dir``); reports in the order of ``corpus.files``, each
     kernel annotated with its routed configurations."""
     options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties),
-               "likes": dict(corpus.like), "host": host, "routed": routed}
+               "likes": dict(corpus.like), "host": host, "routed": routed, "cache_dir": cache_dir}
     reports: Dict[str, dict] = {}
     bar = None
     if progress:
@@ -363,7 +366,8 @@ def run(args) -> int:
         reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
                        args.min_budget, progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
                        check_budget_s=args.check_budget, arith=args.arith, memory_gib=args.memory_gib,
-                       smt_dir=smt_dir(args), properties=args.check, host=args.host, routed=args.routed)
+                       smt_dir=smt_dir(args), properties=args.check, host=args.host, routed=args.routed,
+                       cache_dir=cache_dir_of(args))
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT

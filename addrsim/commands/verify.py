@@ -6,7 +6,7 @@ unknown/unsupported/unreachable and no counterexample, 3 bad input or usage, 4 i
 from __future__ import annotations
 
 
-from addrsim.commands.common import Parser, add_common, bound_arg, emit, fail, progress_bar, smt_dir
+from addrsim.commands.common import Parser, add_common, bound_arg, emit, fail, progress_bar, query_store, smt_dir
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
 from addrsim.errors import AddrsimError
@@ -39,10 +39,11 @@ def run(args) -> int:
     bar = progress_bar(args, "addrsim verify", "check")
     try:
         models = load_models(list(args.model) + list(args.layouts))
+        cache = query_store(args)
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
                           bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
                           memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
-                          like=args.like, host=args.host, routed=args.routed, progress=bar)
+                          like=args.like, host=args.host, routed=args.routed, progress=bar, cache=cache)
                    for f in args.files]
     except AddrsimError as e:
         return fail(e)

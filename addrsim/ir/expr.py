@@ -17,6 +17,7 @@ fusion, masks that cannot change a value); everything else is left to the solver
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Tuple
 
@@ -445,6 +446,31 @@ def walk(e: Expr) -> Iterable[Expr]:
         yield n
         if isinstance(n, Op):
             stack.extend(n.args)
+
+
+def digest(e: Expr, memo: Optional[dict] = None) -> bytes:
+    """A stable structural digest of ``e`` (16 bytes of BLAKE2b): equal trees give equal
+    digests whatever their sharing, in every process and run (unlike :func:`shash`, which uses
+    Python's per-process ``hash``).  Linear in the number of distinct nodes."""
+    memo = {} if memo is None else memo
+    stack = [(e, False)]
+    while stack:
+        n, done = stack.pop()
+        k = id(n)
+        if k in memo:
+            continue
+        if isinstance(n, Const):
+            text = f"c{n.width}:{n.value}".encode()
+        elif isinstance(n, Sym):
+            text = f"s{n.width}:{n.kind}:{n.name}".encode()
+        elif done:
+            text = f"o{n.op}:{n.width}:{n.params}".encode() + b"".join(memo[id(a)] for a in n.args)
+        else:
+            stack.append((n, True))
+            stack.extend((a, False) for a in n.args if id(a) not in memo)
+            continue
+        memo[k] = hashlib.blake2b(text, digest_size=16).digest()
+    return memo[id(e)]
 
 
 def shash(e: Expr, memo: Optional[dict] = None) -> int:

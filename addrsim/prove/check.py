@@ -238,7 +238,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
 def _replayed(ctx: _Ctx, t, key, model, a, a00, env, expected, conds, claim):
     """The counterexample of ``model`` confirmed (bounds, int mode, or the concrete replay),
     reused across sibling kernels through the cache, or a ReplayFailure."""
-    rkey = ("replay", ctx.opts.arith) + key
+    rkey = ("replay", ctx.opts.arith, key)
     cex = ctx.cached(rkey)
     if cex is None:
         if ctx.prop == "bounds":
@@ -252,8 +252,10 @@ def _replayed(ctx: _Ctx, t, key, model, a, a00, env, expected, conds, claim):
     if isinstance(cex, ReplayFailure):
         return cex
     # the same query (same extracted semantics and conditions) was replayed on a sibling
-    # kernel; this kernel's access is at its own address
-    return replace_dc(cex, access=t.access.instr.addr, replayed_on=cex.replayed_on or "a sibling kernel")
+    # kernel, or by an earlier run (the query store); this kernel's access is at its own address
+    where = "an earlier run of the same query" if getattr(ctx.cache, "earlier", lambda k: False)(rkey) \
+        else "the same query of a sibling kernel or another check"
+    return replace_dc(cex, access=t.access.instr.addr, replayed_on=cex.replayed_on or where)
 
 
 def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges):
@@ -289,7 +291,7 @@ def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, co
 def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
     """Cause of a bv counterexample: (OVERFLOW, wrap sites) when int mode proves the claim,
     (FORMULA, []) when int mode refutes it too, (UNCLASSIFIED, []) when undecided."""
-    ckey = ("int",) + key
+    ckey = ("int", key)
     v = ctx.cached(ckey)
     if v is None and violates(conds, claim, model, kept_wraps(conds + [claim])):
         v = ctx.keep(ckey, "refuted")   # the counterexample itself breaks the claim over the integers

@@ -10,6 +10,7 @@ prove.probe/machines/options.
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from typing import Dict, List, Optional, Tuple
 
@@ -27,11 +28,17 @@ from addrsim.prove.machines import LANE, PTR_LIMIT
 from addrsim.prove.options import MIN_BUDGET_S
 
 
-def query_key(tag: tuple, claim: Expr, conds: List[Expr]) -> tuple:
-    """Structural key of a query (``tag``, the claim, the conditions in any order): the key of
-    the cache of decided queries, shared by sibling kernels."""
-    hm: dict = {}
-    return tag + (X.shash(claim, hm),) + tuple(sorted(X.shash(c, hm) for c in conds))
+def query_key(tag: tuple, claim: Expr, conds: List[Expr]) -> str:
+    """Structural key of a query (``tag``, the claim, the conditions in any order, duplicates
+    once): a stable hex digest (BLAKE2b over :func:`addrsim.ir.expr.digest` of each part), the
+    same in every process and run, so the cache of decided queries is shared by sibling
+    kernels, workers and runs (:mod:`addrsim.prove.store`)."""
+    memo: dict = {}
+    h = hashlib.blake2b(repr(tag).encode(), digest_size=20)
+    h.update(X.digest(claim, memo))
+    for d in sorted({X.digest(c, memo) for c in conds}):
+        h.update(d)
+    return h.hexdigest()
 
 
 def decide_query(conds, claim, ranges, timeout_ms, prob, min_budget_s, arith="bv"):

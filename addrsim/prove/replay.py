@@ -342,13 +342,15 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
 
     def rep(case, model):
         t, conds, claim, a, a00 = case
-        key = qkey("witness", conds, claim) + (tuple(sorted((k, v) for k, v in model.items()
-                                                             if not k.endswith("[]"))),)
+        key = (qkey("witness", conds, claim), tuple(sorted((k, v) for k, v in model.items()
+                                                            if not k.endswith("[]"))))
         if cache is not None and key in cache:
             w = cache[key]
             if isinstance(w, ReplayFailure) or w.replayed_on != "this kernel":
                 return w
-            return replace_dc(w, replayed_on="a sibling kernel with the same query (this kernel's access "
+            who = "an earlier run" if getattr(cache, "earlier", lambda k: False)(key) \
+                else "a sibling kernel or another check"
+            return replace_dc(w, replayed_on=f"{who} with the same query (this kernel's access "
                                              f"at {t.access.instr.addr:#x})")
         if not violates(conds, X.bnot(claim), model):
             w = _fail("mismatch", "witness model breaks the proved claim when evaluated (engine bug)")

@@ -1,0 +1,150 @@
+"""The query cache on disk: decided queries and replays, shared by workers and runs.
+
+Owns :class:`Store` (a dict that also appends what it learns to a JSON-lines file) and
+:func:`open_store`.  May import addrsim.prove.verdict.
+
+A key is the stable digest of a query (:func:`addrsim.prove.query.query_key`) with its tag;
+the file is named by addrsim's version and a digest of its own source code, so a changed
+prover never reads another one's answers.  Only what does not depend on the machine is kept:
+decided queries ("proved", "refuted" with the solver's model), int-mode classifications,
+concrete replays (Counterexample, Witness, ReplayFailure: the concrete interpreter is
+deterministic) and witness models; an undecided answer ("unknown", a solver that gave up) is
+never written, so a later run with more budget decides it.  Lines are appended with one
+``write`` each (O_APPEND), so workers can share a file; a line that does not parse (a crash
+mid-write) is skipped.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import fields
+from pathlib import Path
+from typing import Optional
+
+from addrsim import __version__
+from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness
+
+SCHEMA = 1
+_TYPES = {"C": Counterexample, "W": Witness}
+
+
+def code_digest() -> str:
+    """12 hex digits of BLAKE2b over addrsim's source files (sorted by path)."""
+    root = Path(__file__).resolve().parents[1]
+    h = hashlib.blake2b(digest_size=6)
+    for p in sorted(root.rglob("*.py")):
+        h.update(str(p.relative_to(root)).encode())
+        h.update(p.read_bytes())
+    return h.hexdigest()
+
+
+def _enc(v):
+    if v is None or isinstance(v, (bool, int, float, str)):
+        return v
+    if isinstance(v, tuple):
+        return {"t": [_enc(x) for x in v]}
+    if isinstance(v, list):
+        return [_enc(x) for x in v]
+    if isinstance(v, dict):
+        return {"d": [[_enc(k), _enc(x)] for k, x in v.items()]}
+    if isinstance(v, ReplayFailure):
+        return {"F": [v.kind, v.reason]}
+    for tag, cls in _TYPES.items():
+        if isinstance(v, cls):
+            return {tag: {f.name: _enc(getattr(v, f.name)) for f in fields(cls)}}
+    raise TypeError(type(v).__name__)
+
+
+def _dec(v):
+    if isinstance(v, list):
+        return [_dec(x) for x in v]
+    if not isinstance(v, dict):
+        return v
+    (tag, x), = v.items()
+    if tag == "t":
+        return tuple(_dec(y) for y in x)
+    if tag == "d":
+        return {_dec(k): _dec(y) for k, y in x}
+    if tag == "F":
+        return ReplayFailure(*x)
+    return _TYPES[tag](**{k: _dec(y) for k, y in x.items()})
+
+
+def _undecided(value) -> bool:
+    """An answer that depends on the budget it was given: never written."""
+    if isinstance(value, str):
+        return value in ("unknown",) or value.startswith(("no witness found", "undecided"))
+    if isinstance(value, tuple) and value and value[0] == "unknown":
+        return True
+    return False
+
+
+class Store(dict):
+    """A query cache; with ``path``, what is set is also appended to that JSON-lines file and
+    what the file holds is read first."""
+
+    def __init__(self, path: Optional[Path] = None):
+        super().__init__()
+        self.path = path
+        self.loaded = 0
+        self._earlier = set()
+        if path is not None and path.exists():
+            self._load(path)
+
+    def _load(self, path: Path) -> None:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                    key = _dec(rec["k"])
+                    super().__setitem__(key, _dec(rec["v"]))
+                    self._earlier.add(key)
+                    self.loaded += 1
+                except (ValueError, KeyError, TypeError):
+                    continue       # a torn line: the entry is decided again
+
+    def earlier(self, key) -> bool:
+        """Whether the entry of ``key`` was read from the file (decided by an earlier run)."""
+        return key in self._earlier
+
+    def __setitem__(self, key, value):
+        super().__setitem__(key, value)
+        self._earlier.discard(key)
+        if self.path is None or _undecided(value):
+            return
+        try:
+            line = json.dumps({"k": _enc(key), "v": _enc(value)}, separators=(",", ":")) + "\n"
+        except TypeError:
+            return                 # not a value the store keeps (an in-memory object)
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+
+def store_path(directory) -> Path:
+    return Path(directory) / f"queries-{__version__}-{code_digest()}-s{SCHEMA}.jsonl"
+
+
+def open_store(directory) -> Store:
+    """The store in ``directory`` (created), or an in-memory one when ``directory`` is None or
+    cannot be created."""
+    if directory is None:
+        return Store()
+    try:
+        Path(directory).mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return Store()
+    return Store(store_path(directory))
+
+
+def default_dir() -> Optional[Path]:
+    """``$ADDRSIM_CACHE/queries`` (default ``~/.cache/addrsim/queries``); None when
+    ``$ADDRSIM_NO_CACHE`` is set (the tests set it: their verdicts must not depend on an
+    earlier run)."""
+    if os.environ.get("ADDRSIM_NO_CACHE"):
+        return None
+    return Path(os.environ.get("ADDRSIM_CACHE", Path.home() / ".cache" / "addrsim")) / "queries"
+
