@@ -107,6 +107,11 @@ def _validated(path, opts: Options, properties, layouts, ms: ModelSet, host) -> 
     """The model set (with ``host`` as override) after checking the options.  Raises InputError."""
     if opts.arith not in ("bv", "int"):
         raise InputError("--arith", f"unknown arithmetic mode {opts.arith!r} (bv or int)")
+    if not isinstance(opts.timeout_ms, int) or not 0 < opts.timeout_ms < 2 ** 31:
+        raise InputError("--timeout", f"the solver timeout must be a positive number of ms, got {opts.timeout_ms}")
+    for name, v, least in (("--check-budget", opts.check_budget_s, 1e-3), ("--min-budget", opts.min_budget_s, 0.0)):
+        if v is not None and not (least <= v < 1e7):       # also rejects nan and inf
+            raise InputError(name, f"a budget in seconds, {least:g} or more and finite, got {v}")
     for p_ in properties:
         if p_ not in ("address", "bounds"):
             raise InputError("--check", f"unknown property {p_!r} (address, bounds)")

@@ -300,3 +300,19 @@ def test_scan_takes_a_listing(shortcut):
     got = {k["file"]: k["checks"][0]["verdict"] for k in rep["kernels"]}
     assert got == {str(fixed): "proved", str(buggy): "counterexample"}
     assert all(k["source"] == "objdump listing" for k in rep["kernels"])
+
+
+def test_an_edited_line_mentioning_file_format_is_not_dropped(tmp_path):
+    """Only llvm-objdump's own header lines are skipped: an inserted instruction whose comment
+    happens to say "file format" is an instruction (here it zeroes the head term of pattern A,
+    which must then be refuted, not proved)."""
+    co = build("lsed_abi_fix", tmp_path)
+    lst = tmp_path / "edited.txt"
+    text = objdump(co)
+    lines = text.splitlines()
+    i = next(k for k, l in enumerate(lines) if l.split("//")[0].strip() == "s_mul_i32 s21, s3, s17")
+    lines.insert(i + 1, "s_mov_b32 s21, 0   ; drop the head term (file format v2)")
+    lst.write_text("\n".join(lines) + "\n")
+    rep = verify(lst, ["lse"], ["sbhd"], model_files=[MODEL], like=co, properties=["address"],
+                 bounds={"nhead_q": (1, 8), "seqlen_q": (1, 4096), "batch": (1, 16)})
+    assert rep["kernels"][0]["checks"][0]["verdict"] == "counterexample"

@@ -41,6 +41,30 @@ def test_a_torn_line_is_skipped(tmp_path):
     assert dict(Store(s.path)) == {"q": ("proved", None, None, True, None)}
 
 
+def test_an_edited_line_is_not_believed(tmp_path):
+    s = open_store(tmp_path)
+    s["q"] = ("refuted", {"batch": 3}, None, True, None)
+    line = s.path.read_text()
+    forged = line.replace('"refuted"', '"proved"')            # the checksum no longer matches
+    unsigned = '{"k":"q2","v":{"t":["proved",null,null,true,null]}}\n'
+    s.path.write_text(forged + unsigned)
+    assert dict(Store(s.path)) == {}
+
+
+def test_a_cache_that_cannot_be_used_is_in_memory(tmp_path):
+    (tmp_path / "f").write_text("x")
+    for d in (tmp_path / "f", "/proc/nope", "/proc"):
+        s = open_store(d)
+        s["q"] = ("proved", None, None, True, None)                # never raises
+        assert s["q"][0] == "proved"
+    d = tmp_path / "dir"
+    p = store_path(d)
+    p.mkdir(parents=True)                                         # the cache file is a folder
+    s = open_store(d)
+    s["q"] = ("proved", None, None, True, None)
+    assert s.path is None
+
+
 def _verify(co, cache, out):
     env = dict(os.environ)
     env.pop("ADDRSIM_NO_CACHE", None)

@@ -186,3 +186,13 @@ def test_unknown_or_unfit_host_is_bad_input(real_kernel):
                               "--buffer", "lse", "--layout", "sbhd", "--check", "address"],
                              capture_output=True, text=True)
         assert out.returncode == 3 and needle in out.stderr, out.stderr
+
+
+def test_a_bound_that_excludes_a_fixed_size_leaves_no_shape(tmp_path):
+    """The example family fixes hdim_q = 128: --bound hdim_q=200:300 is not ignored, it empties
+    the domain, and the report names both (unreachable, never a counterexample at 128)."""
+    rep = verify(_build("q_batch_u32", tmp_path), ["q"], ["bhsd"], model_files=[MODEL], properties=["address"],
+                 bounds={"hdim_q": (200, 300)})
+    c = checks(rep)[("q", "bhsd")]
+    assert c["verdict"] == "unreachable"
+    assert any("200 <= hdim_q <= 300" in a for a in c["excluded_by"]) and any("hdim_q = 128" in a for a in c["excluded_by"])

@@ -44,7 +44,7 @@ from addrsim.isa.control import is_branch
 _TARGET = re.compile(r'^\s*\.amdgcn_target\s+"amdgcn-amd-amdhsa--(gfx[0-9a-f]+)')
 _NUMERIC = re.compile(r"^-?[0-9]{1,6}$")
 _MC_ERROR = re.compile(r"^<stdin>:(\d+):(\d+):\s*error:\s*(.*)$")
-_SKIP = ("Disassembly of section", "...")
+_HEADER = re.compile(r"^\S.*:\s+file format \S+$|^Disassembly of section \S+:$|^\.\.\.$")   # objdump's own lines
 MAX_LINE = 4096                    # characters of code on one listing line (llvm-mc is slow on huge literals)
 MC_TIMEOUT_S = 120
 _LABEL_OPERAND = re.compile(r"^[A-Za-z_.$][\w.$@]*$")
@@ -140,7 +140,7 @@ def _from_objdump(path, lines: List[str]) -> Tuple[List[Tuple[str, int]], Dict[i
     branches: List[Tuple[int, int, int]] = []   # (index in out, listing line, target address)
     for no, line in enumerate(lines, 1):
         s = line.strip()
-        if not s or s.startswith(_SKIP) or "file format" in s and not line.startswith(("\t", " ")):
+        if not s or _HEADER.match(s):
             continue
         m = _SYM.match(s)
         if m:

@@ -328,6 +328,12 @@ def _kernel_layers(b: _Build, shape, grid, lane, overrides) -> None:
                b.fsrc if v in b.fixed or v in (fam.get("bounds") or {}) else f"{b.msrc}: shape")
         b.add("bounds", X.band(X.ule(Const(lo, 64), shape[v]), X.ule(shape[v], Const(hi, 64))),
               f"{v} = {lo}" if lo == hi else f"{lo} <= {v} <= {hi}", why)
+        if v in overrides and v in b.fixed:
+            # a --bound on a size the family fixes still constrains: excluding the fixed value
+            # leaves no shape (unreachable, with this bound in the core), never a silent no-op
+            lo2, hi2 = overrides[v]
+            b.add("bounds", X.band(X.ule(Const(lo2, 64), shape[v]), X.ule(shape[v], Const(hi2, 64))),
+                  f"{lo2} <= {v} <= {hi2}", "--bound")
     gcount = dict(fam.get("grid") or {})
     for ax, s_ in grid.items():
         spec = b.ms.grid.get(ax)

@@ -10,8 +10,10 @@ decided queries ("proved", "refuted" with the solver's model), int-mode classifi
 concrete replays (Counterexample, Witness, ReplayFailure: the concrete interpreter is
 deterministic) and witness models; an undecided answer ("unknown", a solver that gave up) is
 never written, so a later run with more budget decides it.  Lines are appended with one
-``write`` each (O_APPEND), so workers can share a file; a line that does not parse (a crash
-mid-write) is skipped.
+``write`` each (O_APPEND), so workers can share a file.  Each line carries a checksum keyed by
+the source digest; a line that does not parse, fails its checksum or holds a value of the
+wrong shape (a crash mid-write, an edit) is skipped and decided again.  A file or folder that
+cannot be read or written makes the store an in-memory one: the cache never changes a verdict.
 """
 from __future__ import annotations
 
@@ -19,16 +21,18 @@ import hashlib
 import json
 import os
 from dataclasses import fields
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
 from addrsim import __version__
 from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness
 
-SCHEMA = 1
+SCHEMA = 2
 _TYPES = {"C": Counterexample, "W": Witness}
 
 
+@lru_cache(maxsize=1)
 def code_digest() -> str:
     """12 hex digits of BLAKE2b over addrsim's source files (sorted by path)."""
     root = Path(__file__).resolve().parents[1]
@@ -80,6 +84,25 @@ def _undecided(value) -> bool:
     return False
 
 
+def _well_formed(value) -> bool:
+    """The shapes the prover stores: a decision tuple (answer, model, reason, minimal, SMT-LIB2)
+    or a loop decision (answer, model, reason), an int-mode answer, a witness model (a dict)
+    or its absence, a replay (Counterexample, Witness, ReplayFailure)."""
+    if value is None or isinstance(value, (Counterexample, Witness, ReplayFailure)):
+        return True
+    if isinstance(value, str):
+        return value in ("proved", "refuted")
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and (isinstance(v, int) or isinstance(v, dict)) for k, v in value.items())
+    return (isinstance(value, tuple) and len(value) in (3, 5) and value[0] in ("proved", "refuted")
+            and (value[1] is None or isinstance(value[1], dict)))
+
+
+def _checksum(key_text: str, value_text: str) -> str:
+    return hashlib.blake2b((key_text + "\0" + value_text).encode(), digest_size=8,
+                           key=code_digest().encode()).hexdigest()
+
+
 class Store(dict):
     """A query cache; with ``path``, what is set is also appended to that JSON-lines file and
     what the file holds is read first."""
@@ -89,20 +112,29 @@ class Store(dict):
         self.path = path
         self.loaded = 0
         self._earlier = set()
-        if path is not None and path.exists():
-            self._load(path)
+        if path is not None:
+            try:
+                if path.exists():
+                    self._load(path)
+            except OSError:
+                self.path = None   # unreadable (a folder, no permission): in memory only
 
     def _load(self, path: Path) -> None:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8", errors="replace") as fh:
             for line in fh:
                 try:
                     rec = json.loads(line)
-                    key = _dec(rec["k"])
-                    super().__setitem__(key, _dec(rec["v"]))
+                    k, v = json.dumps(rec["k"], separators=(",", ":")), json.dumps(rec["v"], separators=(",", ":"))
+                    if rec.get("c") != _checksum(k, v):
+                        continue
+                    key, value = _dec(rec["k"]), _dec(rec["v"])
+                    if not _well_formed(value):
+                        continue
+                    super().__setitem__(key, value)
                     self._earlier.add(key)
                     self.loaded += 1
-                except (ValueError, KeyError, TypeError):
-                    continue       # a torn line: the entry is decided again
+                except (ValueError, KeyError, TypeError, AttributeError):
+                    continue       # a torn or edited line: the entry is decided again
 
     def earlier(self, key) -> bool:
         """Whether the entry of ``key`` was read from the file (decided by an earlier run)."""
@@ -114,14 +146,19 @@ class Store(dict):
         if self.path is None or _undecided(value):
             return
         try:
-            line = json.dumps({"k": _enc(key), "v": _enc(value)}, separators=(",", ":")) + "\n"
+            k = json.dumps(_enc(key), separators=(",", ":"))
+            v = json.dumps(_enc(value), separators=(",", ":"))
         except TypeError:
             return                 # not a value the store keeps (an in-memory object)
-        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        line = '{"k":' + k + ',"v":' + v + ',"c":"' + _checksum(k, v) + '"}\n'
         try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            try:
+                os.write(fd, line.encode())
+            finally:
+                os.close(fd)
+        except OSError:
+            self.path = None       # cannot write here: keep going in memory
 
 
 def store_path(directory) -> Path:
