@@ -23,7 +23,7 @@ from addrsim.model.models import ModelSet, buffer_pointer, build_problem, check_
 from addrsim.prove.check import check
 from addrsim.prove.domain import host_limits, route, settle
 from addrsim.prove.machines import initial_machine
-from addrsim.prove.options import Options
+from addrsim.prove.options import Options, validate
 from addrsim.prove.replay import Subject, limit_tools, witness_tools
 from addrsim.prove.targets import pointers_in
 from addrsim.prove.verdict import Check, Verdict
@@ -47,7 +47,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     ``.amdhsa_kernel``/``.amdgpu_metadata`` directives (:mod:`addrsim.loader.listing`).
 
     ``options`` (:class:`addrsim.prove.options.Options`), or its fields as keywords
-    (``bounds``, ``timeout_ms``, ``min_budget_s``, ``check_budget_s``, ``arith``, ``smt_dir``,
+    (``bounds``, ``query_mru``, ``min_mru``, ``check_mru`` or their nominal-seconds spellings, ``arith``, ``smt_dir``,
     ``memory_gib``): ``arith`` "bv" (hardware arithmetic, the default; counterexamples that
     int mode proves are reported as overflows with the instruction that wraps) or "int"
     (unbounded integers, :mod:`addrsim.backends.ideal`); ``memory_gib`` overrides the device
@@ -107,11 +107,9 @@ def _validated(path, opts: Options, properties, layouts, ms: ModelSet, host) -> 
     """The model set (with ``host`` as override) after checking the options.  Raises InputError."""
     if opts.arith not in ("bv", "int"):
         raise InputError("--arith", f"unknown arithmetic mode {opts.arith!r} (bv or int)")
-    if not isinstance(opts.timeout_ms, int) or not 0 < opts.timeout_ms < 2 ** 31:
-        raise InputError("--timeout", f"the solver timeout must be a positive number of ms, got {opts.timeout_ms}")
-    for name, v, least in (("--check-budget", opts.check_budget_s, 1e-3), ("--min-budget", opts.min_budget_s, 0.0)):
-        if v is not None and not (least <= v < 1e7):       # also rejects nan and inf
-            raise InputError(name, f"a budget in seconds, {least:g} or more and finite, got {v}")
+    bad = validate(opts)
+    if bad is not None:
+        raise InputError(*bad)
     for p_ in properties:
         if p_ not in ("address", "bounds"):
             raise InputError("--check", f"unknown property {p_!r} (address, bounds)")

@@ -10,7 +10,7 @@ asks Z3 for an assignment where they differ:
   solving with tightening bounds), replayed in plain Python (the replay must reproduce the
   mismatch, otherwise :class:`ReplayError` is raised: an engine bug, never a verdict), and
   returned with both sides' values;
-* anything else (timeout, ``unknown``)  -> verdict ``"unknown"``, never ``"proved"``;
+* anything else (resource limit, ``unknown``)  -> verdict ``"unknown"``, never ``"proved"``;
 * a precondition that no point of the domain satisfies -> verdict ``"vacuous"`` (a statement
   "proved" only because its precondition is false would prove nothing).  A proved claim
   carries a witness point where the precondition holds and both sides agree.
@@ -258,6 +258,11 @@ def replay(claim: Claim, model: Mapping[str, int]) -> Tuple[Any, Any, bool, bool
 STRATEGIES = (("som", 0), ("raw", 0), ("simplify", 0), ("simplify", 1))   # (form of the query, random_seed)
 
 
+RU_PER_MS = 1000
+"""A budget written in ms is nominal: it becomes ``ms * RU_PER_MS`` Z3 resource units (the
+rate of :data:`addrsim.prove.options.MRU_PER_S`); no check reads the clock."""
+
+
 class _Query:
     """The assertions of one case; ``solve(extra)`` runs the portfolio on them plus ``extra``."""
 
@@ -277,7 +282,7 @@ class _Query:
         for slice_ms in (first, max(first, (self.timeout_ms - first * n) // n)):   # short slices, then the rest
             for form, seed in STRATEGIES:
                 s = z3.Solver(ctx=_CTX)
-                s.set(timeout=slice_ms)
+                s.set(rlimit=slice_ms * RU_PER_MS)     # resource units: the same answer at any load
                 s.set("random_seed", seed)
                 s.add(*self.forms[form])
                 s.add(*extra)

@@ -18,35 +18,39 @@ def test_values_round_trip():
     cex = Counterexample({"batch": 2}, {"batch_id": 1, "head_id": 0, "kv_tile": 0}, {"BAs": 7}, 12, 8, 3, 0x40,
                          False, {"seqstart_q": {0: 0, 1: 64}}, "", 1 << 30, "overflow", 2)
     model = {"batch": 2, "Lse[]": {0: 5, 4: 9}}
-    for v in (("refuted", model, None, True, "(check-sat)"), cex, Witness({"batch": 2}, {"batch_id": 1}, 5, 256),
+    for v in (("refuted", model, None, True, "(check-sat)", 5000), cex, Witness({"batch": 2}, {"batch_id": 1}, 5, 256),
               ReplayFailure("budget", "not replayed: more than 60000 instructions"), ("int", "abc"), None):
         assert _dec(json.loads(json.dumps(_enc(v)))) == v
 
 
-def test_undecided_answers_are_not_kept(tmp_path):
+def test_answers_within_a_resource_budget_are_kept_but_not_wall_clock_ones(tmp_path):
+    """Budgets are resource units and the budget is part of the key, so "unknown" is a fact
+    about (query, budget) and is kept; an answer cut by the wall-clock safety net is not."""
     s = open_store(tmp_path)
-    s["q1"] = ("unknown", None, "solver gave up", True, None)
-    s["q2"] = ("proved", None, None, True, None)
+    s["q1"] = ("unknown", None, "solver gave up (max. resource limit exceeded) within 10 Mru", True, None, 10**7)
+    s["q2"] = ("proved", None, None, True, None, 1200)
     s[("int", "q3")] = "unknown"
-    s[("witness-model", "q4")] = "no witness found: solver gave up"
+    s[("witness-model", "q4")] = "no witness found: wall-clock limit: the solver passed the wall-clock safety limit"
+    s["q5"] = ("unknown", None, "wall-clock limit: the solver passed the wall-clock safety limit", True, None, 7)
     again = Store(store_path(tmp_path))
-    assert dict(again) == {"q2": ("proved", None, None, True, None)} and again.earlier("q2")
+    assert set(again) == {"q1", "q2", ("int", "q3")} and again.earlier("q2")
+    assert again["q1"][-1] == 10**7          # the units it cost, charged again on a hit
 
 
 def test_a_torn_line_is_skipped(tmp_path):
     s = open_store(tmp_path)
-    s["q"] = ("proved", None, None, True, None)
+    s["q"] = ("proved", None, None, True, None, 1200)
     with open(s.path, "a") as fh:
         fh.write('{"k": "half')
-    assert dict(Store(s.path)) == {"q": ("proved", None, None, True, None)}
+    assert dict(Store(s.path)) == {"q": ("proved", None, None, True, None, 1200)}
 
 
 def test_an_edited_line_is_not_believed(tmp_path):
     s = open_store(tmp_path)
-    s["q"] = ("refuted", {"batch": 3}, None, True, None)
+    s["q"] = ("refuted", {"batch": 3}, None, True, None, 1200)
     line = s.path.read_text()
     forged = line.replace('"refuted"', '"proved"')            # the checksum no longer matches
-    unsigned = '{"k":"q2","v":{"t":["proved",null,null,true,null]}}\n'
+    unsigned = '{"k":"q2","v":{"t":["proved",null,null,true,null,1200]}}\n'
     s.path.write_text(forged + unsigned)
     assert dict(Store(s.path)) == {}
 
@@ -55,13 +59,13 @@ def test_a_cache_that_cannot_be_used_is_in_memory(tmp_path):
     (tmp_path / "f").write_text("x")
     for d in (tmp_path / "f", "/proc/nope", "/proc"):
         s = open_store(d)
-        s["q"] = ("proved", None, None, True, None)                # never raises
+        s["q"] = ("proved", None, None, True, None, 1200)                # never raises
         assert s["q"][0] == "proved"
     d = tmp_path / "dir"
     p = store_path(d)
     p.mkdir(parents=True)                                         # the cache file is a folder
     s = open_store(d)
-    s["q"] = ("proved", None, None, True, None)
+    s["q"] = ("proved", None, None, True, None, 1200)
     assert s.path is None
 
 

@@ -15,6 +15,7 @@ import z3
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.ir.ops import FLOAT_OPS, require_backend
+from addrsim.backends.z3_run import RU, decided
 
 _ONE, _ZERO = z3.BitVecVal(1, 1), z3.BitVecVal(0, 1)
 
@@ -113,13 +114,11 @@ def offset_from(base: Expr, p: Sym) -> Optional[Expr]:
     """``base - zext(p)`` as an expression free of ``p`` when ``base`` (64-bit) is the pointer
     ``p`` plus an offset computed in any way (32-bit halves with carries, ...): the candidate
     is ``base`` with ``p`` set to 0, kept only if Z3 proves base == zext(p) + candidate for
-    every value of every symbol (bit-vector validity, 1 s); None otherwise.  The engine asks
+    every value of every symbol (bit-vector validity within 1 Mru, :mod:`addrsim.backends.z3_run`); None otherwise.  The engine asks
     this when a scalar load reads through a pointer argument."""
     cand = X.substitute(base, {p.name: Const(0, p.width)})
     if p.name in X.symbols(cand):
         return None
     memo, vs = {}, {}
-    s = z3.Solver()
-    s.set("timeout", 1000)
-    s.add(to_bv(base, memo, vs) != to_bv(X.add(X.zext(p, 64), cand), memo, vs))
-    return cand if s.check() == z3.unsat else None
+    r, _ = decided([to_bv(base, memo, vs) != to_bv(X.add(X.zext(p, 64), cand), memo, vs)], RU)
+    return cand if r == z3.unsat else None

@@ -64,6 +64,36 @@ def add_common(sp, checks_default: str):
                          "else ./addrsim-smt2)")
 
 
+def add_budgets(sp, query_mru: float, check_mru: float, min_mru: float) -> None:
+    """The solver budgets, in Mru (millions of Z3 resource units: the same answer on any
+    machine at any load), and ``--timeout`` (nominal ms, converted at
+    :data:`addrsim.prove.options.MRU_PER_S`; kept for older scripts)."""
+    sp.add_argument("--query-budget", type=float, default=None, metavar="MRU",
+                    help=f"resource units (millions) of one solver call (default {query_mru:g})")
+    sp.add_argument("--check-budget", type=float, default=None, metavar="MRU",
+                    help=f"resource units (millions) of one kernel x buffer x layout check: no query starts once "
+                         f"they are spent, the verdict is then unknown (default {check_mru:g})")
+    sp.add_argument("--min-budget", type=float, default=None, metavar="MRU",
+                    help=f"resource units (millions) spent minimising each counterexample (0: report the first "
+                         f"found; default {min_mru:g})")
+    sp.add_argument("--timeout", type=int, default=None, metavar="MS",
+                    help="the query budget written as nominal milliseconds (converted to resource units; the run "
+                         "never reads the clock)")
+    sp.set_defaults(budget_defaults=(query_mru, check_mru, min_mru))
+
+
+def budgets_of(args) -> dict:
+    """Options keywords of the budgets given to :func:`add_budgets` (Mru wins over --timeout)."""
+    q, c, m = args.budget_defaults
+    out = {"query_mru": args.query_budget, "check_mru": args.check_budget if args.check_budget is not None else c,
+           "min_mru": args.min_budget if args.min_budget is not None else m}
+    if args.query_budget is None and args.timeout is not None:
+        out["timeout_ms"] = args.timeout
+    elif args.query_budget is None:
+        out["query_mru"] = q
+    return out
+
+
 def check_output(path: Optional[str], what: str) -> None:
     """An output file must be creatable: its folder exists and is writable, and it is not a
     folder itself.  Raises InputError (checked before any work is done)."""

@@ -157,12 +157,12 @@ class AddressFunction:
 
 # ----------------------------------------------------------------------------- cases
 
-def _predict(path, layout: str, shape: Dict[str, int], buffers, models, like, timeout_ms) -> Tuple[Optional[str], dict]:
+def _predict(path, layout: str, shape: Dict[str, int], buffers, models, like, timeout_ms=None) -> Tuple[Optional[str], dict]:
     """The prover's prediction at exactly ``shape``: ("fail", check) if a buffer is refuted,
     ("pass", {}) if all are proved, (None, {}) otherwise."""
     bounds = {v: (int(shape[v]), int(shape[v])) for v in shape if v in SHAPE_VARS}
     rep = verify(path, list(buffers), [layout], models=models, bounds=bounds, timeout_ms=timeout_ms,
-                 properties=("address",), like=like, min_budget_s=2.0, check_budget_s=30.0)
+                 properties=("address",), like=like, min_mru=2.0, check_mru=30.0)
     checks = rep["kernels"][0]["checks"]
     for c in checks:
         if c["verdict"] == Verdict.COUNTEREXAMPLE:
@@ -195,7 +195,7 @@ def _small_shapes(fixed: Dict[str, int]) -> List[Dict[str, int]]:
 
 
 def build_cases(af: AddressFunction, path, layouts: Sequence[str], max_cases: int = 6, like=None,
-                timeout_ms: int = 10000, bounds=None, progress=None) -> List[Case]:
+                timeout_ms: Optional[int] = None, bounds=None, progress=None) -> List[Case]:
     """The cases of every layout (see the module docstring), at most ``max_cases`` per
     layout: counterexamples first, then controls (alternating sides of the boundary)."""
     out: List[Case] = []
@@ -324,7 +324,8 @@ def register(sub) -> None:
     cx.add_argument("--json", metavar="FILE", help="write the cross-check report ('-' for stdout)")
     cx.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     cx.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
-    cx.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    cx.add_argument("--timeout", type=int, default=None, metavar="MS",
+                    help="the query budget as nominal ms (converted to resource units; default 10 Mru)")
 
 
 def run(args) -> int:

@@ -32,9 +32,10 @@ from addrsim.api import DEFAULT_LAYOUTS, verify
 from addrsim.errors import InputError
 import sys
 
-from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, emit, query_store, smt_dir
+from addrsim.commands.common import EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, budgets_of, emit, query_store, smt_dir
 from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
+from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
 from addrsim.prove.verdict import Verdict
 
 DIFF_CHARS = 400
@@ -259,7 +260,7 @@ def register(sub) -> None:
     df.add_argument("--json", metavar="FILE", help="write the JSON diff to FILE ('-' for stdout)")
     df.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     df.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
-    df.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    add_budgets(df, QUERY_MRU, CHECK_MRU, MIN_MRU)
     add_common(df, "address")
 
 
@@ -268,7 +269,7 @@ def run(args) -> int:
         models = load_models(list(args.model) + list(args.layouts))
         rep = diff(args.old, args.new, args.buffer or None, args.layout or DEFAULT_LAYOUTS, like=args.like,
                    like_old=args.like_old, like_new=args.like_new, properties=args.check, models=models,
-                   bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
+                   bounds=dict(args.bound), arith=args.arith, **budgets_of(args),
                    memory_gib=args.memory_gib, smt_dir=smt_dir(args), cache=query_store(args))
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")

@@ -180,7 +180,8 @@ def register(sub) -> None:
     rp.add_argument("--shape", metavar="NAME=V,...", help="write the script for this shape instead of the counterexample")
     rp.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     rp.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
-    rp.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    rp.add_argument("--timeout", type=int, default=None, metavar="MS",
+                    help="the query budget as nominal ms (converted to resource units; default 10 Mru)")
     rp.add_argument("-o", "--output", metavar="FILE.py", help="write the script to FILE.py (default stdout)")
 
 

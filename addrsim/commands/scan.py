@@ -32,9 +32,13 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
-from addrsim.commands.common import EXIT_BAD_INPUT, add_common, bound_arg, cache_dir_of, smt_dir
+from addrsim.commands.common import EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, budgets_of, cache_dir_of, smt_dir
 from addrsim.errors import AddrsimError
 from addrsim.prove.verdict import Cause, Verdict
+
+SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's
+SCAN_CHECK_MRU = 10.0
+SCAN_MIN_MRU = 1.0
 
 ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
 
@@ -149,12 +153,12 @@ def read_routes(path: str) -> Dict[str, List[dict]]:
 _WORKER: dict = {}
 
 
-def _init_worker(model_files, bounds, timeout_ms, min_budget_s, check_budget_s=None, options=None):
+def _init_worker(model_files, bounds, budgets, options=None):
     from addrsim.model.models import load_models as _lm
     from addrsim.prove.store import open_store
     options = dict(options or {})
-    _WORKER.update(ms=_lm(model_files), bounds=bounds, timeout_ms=timeout_ms, min_budget_s=min_budget_s,
-                   check_budget_s=check_budget_s, cache=open_store(options.pop("cache_dir", None)), options=options)
+    _WORKER.update(ms=_lm(model_files), bounds=bounds, budgets=dict(budgets),
+                   cache=open_store(options.pop("cache_dir", None)), options=options)
 
 
 def _scan_group(paths, buffers, layouts):
@@ -167,22 +171,23 @@ def _scan_one(path, buffers, layouts):
     opts = dict(w["options"])
     like = opts.pop("likes", {}).get(path)
     try:
-        return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], timeout_ms=w["timeout_ms"],
-                      cache=w["cache"], min_budget_s=w["min_budget_s"], check_budget_s=w["check_budget_s"],
-                      like=like, require_buffers=False, **opts)
+        return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
+                      like=like, require_buffers=False, **w["budgets"], **opts)
     except InputError as e:
         return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
 
 
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),
-         bounds=None, timeout_ms: int = 10000, jobs: int = 1, min_budget_s: float = 1.0,
-         progress: bool = False, check_budget_s: float = 10.0, arith: str = "bv",
+         bounds=None, budgets: Optional[dict] = None, jobs: int = 1,
+         progress: bool = False, arith: str = "bv",
          memory_gib: Optional[float] = None, smt_dir: Optional[str] = None,
          properties: Sequence[str] = ("address",), host: Optional[str] = None, routed: bool = False,
          cache_dir=None) -> List[dict]:
     """Verify every file of ``corpus`` (see :func:`addrsim.api.verify`, which documents
     ``arith``, ``memory_gib`` and ``smt_dir``); reports in the order of ``corpus.files``, each
-    kernel annotated with its routed configurations."""
+    kernel annotated with its routed configurations.  ``budgets``: Options keywords of the
+    solver budgets (default: SCAN_QUERY_MRU, SCAN_CHECK_MRU, SCAN_MIN_MRU)."""
+    budgets = dict(budgets or {"query_mru": SCAN_QUERY_MRU, "check_mru": SCAN_CHECK_MRU, "min_mru": SCAN_MIN_MRU})
     options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties),
                "likes": dict(corpus.like), "host": host, "routed": routed, "cache_dir": cache_dir}
     reports: Dict[str, dict] = {}
@@ -191,7 +196,7 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
         from tqdm import tqdm
         bar = tqdm(total=len(corpus.files), unit="co", desc="addrsim scan", leave=False)
     if jobs <= 1:
-        _init_worker(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s, options)
+        _init_worker(list(model_files), bounds, budgets, options)
         for f in corpus.files:
             reports[f] = _scan_one(f, buffers, layouts)
             if bar:
@@ -202,8 +207,7 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
         for f in corpus.files:
             groups.setdefault(corpus.family.get(f, f), []).append(f)
         with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                                 initargs=(list(model_files), bounds, timeout_ms, min_budget_s, check_budget_s,
-                                           options)) as ex:
+                                 initargs=(list(model_files), bounds, budgets, options)) as ex:
             futs = [ex.submit(_scan_group, g, buffers, layouts)
                     for g in sorted(groups.values(), key=len, reverse=True)]
             for fut in as_completed(futs):
@@ -327,11 +331,7 @@ def register(sub) -> None:
     sc.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml", help="user layouts file (repeatable)")
     sc.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     sc.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
-    sc.add_argument("--timeout", type=int, default=3000, metavar="MS", help="solver timeout per query (ms)")
-    sc.add_argument("--check-budget", type=float, default=10.0, metavar="S",
-                    help="seconds for one kernel x buffer x layout check; past it the verdict is unknown")
-    sc.add_argument("--min-budget", type=float, default=1.0, metavar="S",
-                    help="seconds spent minimising each counterexample (0: report the first found)")
+    add_budgets(sc, SCAN_QUERY_MRU, SCAN_CHECK_MRU, SCAN_MIN_MRU)
     add_common(sc, "address")
     sc.add_argument("--jobs", "-j", type=int, default=1, metavar="N", help="worker processes")
     sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
@@ -363,9 +363,9 @@ def run(args) -> int:
         corpus = collect(args.inputs, ms, aiter=args.aiter, like=args.like)
         if not corpus.files:
             raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
-        reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), args.timeout, args.jobs,
-                       args.min_budget, progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
-                       check_budget_s=args.check_budget, arith=args.arith, memory_gib=args.memory_gib,
+        reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), budgets_of(args), args.jobs,
+                       progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
+                       arith=args.arith, memory_gib=args.memory_gib,
                        smt_dir=smt_dir(args), properties=args.check, host=args.host, routed=args.routed,
                        cache_dir=cache_dir_of(args))
     except AddrsimError as e:

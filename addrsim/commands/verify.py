@@ -6,11 +6,12 @@ unknown/unsupported/unreachable and no counterexample, 3 bad input or usage, 4 i
 from __future__ import annotations
 
 
-from addrsim.commands.common import Parser, add_common, bound_arg, emit, fail, progress_bar, query_store, smt_dir
+from addrsim.commands.common import Parser, add_budgets, add_common, bound_arg, budgets_of, emit, fail, progress_bar, query_store, smt_dir
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
 from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
+from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
 from addrsim.report.text import print_table
 
 
@@ -26,7 +27,7 @@ def register(sub) -> None:
     v.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     v.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX",
                    help="override a shape bound, e.g. batch=1:64")
-    v.add_argument("--timeout", type=int, default=10000, metavar="MS", help="solver timeout per query (ms)")
+    add_budgets(v, QUERY_MRU, CHECK_MRU, MIN_MRU)
     v._parser_class = Parser
     add_common(v, "address,bounds")
     v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
@@ -41,7 +42,7 @@ def run(args) -> int:
         models = load_models(list(args.model) + list(args.layouts))
         cache = query_store(args)
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
-                          bounds=dict(args.bound), timeout_ms=args.timeout, arith=args.arith,
+                          bounds=dict(args.bound), arith=args.arith, **budgets_of(args),
                           memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
                           like=args.like, host=args.host, routed=args.routed, progress=bar, cache=cache)
                    for f in args.files]

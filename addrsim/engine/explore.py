@@ -23,6 +23,7 @@ from addrsim.isa.control import BranchUnsupported, condition, is_branch
 from addrsim.isa.table import lookup
 from addrsim.engine.machine import Access, ConcreteLanes, LaneMask, Machine, PathEnd, SymbolicLane, Unsupported
 from addrsim.backends.z3_bv import holds_bv
+from addrsim.backends.z3_run import RU, Isolated
 
 MAX_PATHS = 512
 MAX_STEPS = 400_000
@@ -105,8 +106,7 @@ class _Explorer:
         self.heap: List[Tuple[int, int, Machine, frozenset]] = []
         self.waiting: Dict[int, int] = {}
         self.seq = 0
-        self.solver = z3.Solver()
-        self.solver.set("timeout", 2000)
+        self.solver = Isolated()      # a context of its own: the same paths in every process
         self.bv_memo: dict = {}
         self.bv_vars: dict = {}
         self.loop_writes: Dict[Tuple[int, int], list] = {}
@@ -327,18 +327,20 @@ def merge_states(a: Machine, b: Machine) -> Optional[Machine]:
     return m
 
 
-def _feasible(solver: z3.Solver, conds: List[Expr], memo=None, vs=None) -> bool:
-    """Is the conjunction of ``conds`` satisfiable (or undecided within the timeout)?
-    ``memo``/``vs`` carry Z3 translations across calls."""
+FEASIBLE_RU = 2 * RU
+"""Resource units of one branch-feasibility check (undecided: the branch is explored)."""
+
+
+def _feasible(solver: Isolated, conds: List[Expr], memo=None, vs=None) -> bool:
+    """Is the conjunction of ``conds`` satisfiable (or undecided within FEASIBLE_RU resource
+    units)?  ``memo``/``vs`` carry Z3 translations across calls."""
     if any(isinstance(c, Const) and c.value == 0 for c in conds):
         return False
     memo = {} if memo is None else memo
     vs = {} if vs is None else vs
     solver.push()
-    for c in conds:
-        if not isinstance(c, Const):
-            solver.add(holds_bv(c, memo, vs))
-    r = solver.check()
+    solver.add(*[holds_bv(c, memo, vs) for c in conds if not isinstance(c, Const)])
+    r, _ = solver.check(FEASIBLE_RU)
     solver.pop()
     return r != z3.unsat
 

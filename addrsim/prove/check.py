@@ -37,7 +37,8 @@ from addrsim.model.models import Problem, build_problem, buffer_pointer
 from addrsim.prove.idioms import exact_divisions
 from addrsim.prove.machines import LANE
 from addrsim.prove.options import Options
-from addrsim.prove.query import (CLASSIFY_MS, Query, array_facts, decide_query, env_of, query_key, ranges_of,
+from addrsim.backends.z3_run import RU
+from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, query_key, ranges_of,
                                  solve, violates)
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop,
                                   ideal_counterexample, memory_needed, replay)
@@ -62,7 +63,10 @@ class _Ctx:
     prop: str
     res: Check
     t0: float
-    deadline: float
+    spent: int = 0      # resource units charged to this check (the same in every run)
+
+    def out_of_budget(self) -> bool:
+        return self.spent >= self.opts.check_ru
 
     def done(self, verdict: Verdict, reason: Optional[str] = None) -> Check:
         self.res.verdict, self.res.reason = verdict, reason
@@ -72,8 +76,10 @@ class _Ctx:
     def cached(self, key):
         return self.cache.get(key) if self.cache is not None else None
 
-    def keep(self, key, value):
-        if self.cache is not None:
+    def keep(self, key, value, load_dependent: bool = False):
+        """Cache ``value`` under ``key`` unless it is ``load_dependent`` (an answer cut by
+        the wall-clock safety net)."""
+        if self.cache is not None and not load_dependent:
             self.cache[key] = value
         return value
 
@@ -99,7 +105,7 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     res = Check(buffer, layout, Verdict.UNKNOWN, arith=opts.arith, prop=prop, problem=prob,
                 expected=prob.expected_text.get(buffer, ""))
     ctx = _Ctx(sub, ex, buffer, layout, buffer_pointer(sub.ms, sub.kernel, buffer), prob, opts, cache, prop, res,
-               t0, t0 + opts.check_budget)
+               t0)
     tg = targets_for(ex, ctx.ptr)
     capped = ex.derived.get("capped", {}).get(ctx.ptr)
     if capped:
@@ -211,22 +217,23 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
         res.cases.append((t, conds, claim, a, a00))
-        key = query_key((opts.arith, ctx.prop), claim, conds)
+        key = query_key((opts.arith, ctx.prop, opts.budgets()), claim, conds)
         if key in seen_keys:
             continue
         seen_keys.add(key)
         hit = ctx.cached(key)
         if hit is None:
-            left_ms = int((ctx.deadline - time.time()) * 1000)
-            if left_ms < 200:
-                why = (f"check budget of {opts.check_budget:g} s spent before every access was decided "
+            if ctx.out_of_budget():
+                why = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
                        f"({len(seen_keys) - 1} of {len(tg)} queries done)")
-                return Verdict.UNKNOWN, why + _dump(ctx, lambda: Query(conds, claim, ranges, opts.timeout_ms,
+                return Verdict.UNKNOWN, why + _dump(ctx, lambda: Query(conds, claim, ranges, opts.query_ru,
                                                                          opts.arith).smt2())
-            v, m_, w_, mini, q = decide_query(conds, claim, ranges, min(opts.timeout_ms, left_ms), prob,
-                                              opts.min_budget, opts.arith)
-            hit = ctx.keep(key, (v, m_, w_, mini, q.smt2() if q is not None else None))
-        verdict, model, why, minimal, smt_text = hit
+            v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru,
+                                                    opts.arith)
+            hit = ctx.keep(key, (v, m_, w_, mini, q.smt2() if q is not None else None, used),
+                           q is not None and q.wallclock)
+        verdict, model, why, minimal, smt_text, used = hit
+        ctx.spent += used
         if verdict == "proved":
             continue
         if verdict == "unknown":
@@ -291,16 +298,15 @@ def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, co
 def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
     """Cause of a bv counterexample: (OVERFLOW, wrap sites) when int mode proves the claim,
     (FORMULA, []) when int mode refutes it too, (UNCLASSIFIED, []) when undecided."""
-    ckey = ("int", key)
+    ckey = ("int", CLASSIFY_RU, key)
     v = ctx.cached(ckey)
     if v is None and violates(conds, claim, model, kept_wraps(conds + [claim])):
         v = ctx.keep(ckey, "refuted")   # the counterexample itself breaks the claim over the integers
     if v is None:
         # its own budget: minimisation may have spent the check's, and the int query is
         # usually easy (no wraps)
-        left_ms = int((ctx.deadline - time.time()) * 1000)
-        v = ctx.keep(ckey, Query(conds, claim, ranges, min(ctx.opts.timeout_ms, max(left_ms, CLASSIFY_MS)),
-                                 "int").solve()[0])
+        q = Query(conds, claim, ranges, CLASSIFY_RU, "int")
+        v = ctx.keep(ckey, q.solve()[0], q.wallclock)
     if v == "refuted":
         return Cause.FORMULA, []
     if v != "proved":
@@ -388,15 +394,16 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
         conds, claim, what, pc = ob[:4]
         conds = conds + list(ctx.prob.domain)
         conds += array_facts(conds + [claim], ctx.prob)
-        key = query_key(("loop", ctx.opts.arith), claim, conds)
+        key = query_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds)
         hit = ctx.cached(key)
         if hit is None:
-            left_ms = int((ctx.deadline - time.time()) * 1000)
-            if left_ms < 200:
-                return Verdict.UNKNOWN, f"check budget spent before the loop {head:#x}-{end:#x} was proved", None
-            v_, model_, why_, _ = solve(conds, claim, ranges, min(ctx.opts.timeout_ms, left_ms), ctx.opts.arith)
-            hit = ctx.keep(key, (v_, model_, why_))
-        v, model, why = hit
+            if ctx.out_of_budget():
+                return (Verdict.UNKNOWN, f"check budget of {ctx.opts.check_ru / RU:g} Mru spent before the loop "
+                                         f"{head:#x}-{end:#x} was proved", None)
+            v_, model_, why_, q = solve(conds, claim, ranges, ctx.opts.query_ru, ctx.opts.arith)
+            hit = ctx.keep(key, (v_, model_, why_, q.used), q.wallclock)
+        v, model, why, used = hit
+        ctx.spent += used
         ob = ob[4] if v != "proved" and len(ob) > 4 else None
     if v == "proved":
         return None
@@ -404,7 +411,7 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
         return Verdict.UNKNOWN, f"loop {head:#x}-{end:#x}, {what}: {why}", None
     # refuted for some loop-carried values: confirm on the concrete interpreter
     target_pc = pc or next(p for p in ptr_accs if head <= p <= end)
-    cex = confirm_loop(ctx.sub, ctx.prob, model, target_pc, expected, ctx.buffer, ctx.deadline)
+    cex = confirm_loop(ctx.sub, ctx.prob, model, target_pc, expected, ctx.buffer)
     if cex is not None:
         return Verdict.COUNTEREXAMPLE, (f"iteration {cex.iteration}: the {what} in the loop {head:#x}-{end:#x} is "
                                         f"not the same for every (batch_id, head_id)"), cex

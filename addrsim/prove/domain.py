@@ -29,6 +29,7 @@ from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.model.models import SHAPE_VARS, Assumption, Problem
 from addrsim.backends.z3_bv import holds_bv
+from addrsim.backends.z3_run import Isolated
 from addrsim.prove.verdict import Verdict, Witness
 
 CORE_RLIMIT = 20_000_000       # Z3 resource units per core query (deterministic)
@@ -87,29 +88,25 @@ def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = 
     unsatisfiable together with ``base``; [] when ``base`` alone is; None when the whole set
     is satisfiable or the solver gives up within ``rlimit`` resource units."""
     memo, vs = {}, {}
-    s = z3.Solver()
-    s.set("rlimit", rlimit)
-    for c in base:
-        if isinstance(c, Const):
-            if c.value == 0:
-                return []
-            continue
-        s.add(holds_bv(c, memo, vs))
+    if any(isinstance(c, Const) and c.value == 0 for c in base):
+        return []
+    s = Isolated()
+    s.add(*[holds_bv(c, memo, vs) for c in base if not isinstance(c, Const)])
     lits, label = [], {}
     for i, (text, c) in enumerate(named):
         p = z3.Bool(f"assume_{i}")
-        label[p.get_id()] = text
+        label[str(p)] = text
         s.add(z3.Implies(p, holds_bv(c, memo, vs)) if not isinstance(c, Const) else
               (z3.Not(p) if c.value == 0 else z3.BoolVal(True)))
         lits.append(p)
-    if s.check(*lits) != z3.unsat:
+    if s.check(rlimit, *lits)[0] != z3.unsat:
         return None
-    keep = list(s.unsat_core())
-    for p in list(keep):                       # deletion: drop what the core does not need
-        trial = [q for q in keep if q.get_id() != p.get_id()]
-        if s.check(*trial) == z3.unsat:
-            keep = trial
-    return [label[p.get_id()] for p in keep]
+    keep = set(s.core_names())
+    for name in sorted(keep, key=lambda n: int(n.split("_")[1])):   # deletion: drop what the core does not need
+        trial = [p for p in lits if str(p) in keep and str(p) != name]
+        if s.check(rlimit, *trial)[0] == z3.unsat:
+            keep.discard(name)
+    return [label[str(p)] for p in lits if str(p) in keep]
 
 
 def exclusion(prob: Problem, path: Sequence[Expr], pc: int) -> List[str]:

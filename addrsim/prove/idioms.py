@@ -25,6 +25,7 @@ from typing import Dict, List, Optional, Tuple
 import numpy as np
 
 from addrsim.backends.vector import NoVec, vec
+from addrsim.backends.z3_run import decided
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Op, Sym
 
@@ -200,11 +201,8 @@ def _per_divisor(n: Expr, box, divisors):
                 # reciprocal constant the query is linear (mulhu, the wrapping mul and udiv
                 # by a constant become floor divisions with a remainder variable)
                 enc = IntEncoder({other: box[other]})
-                s = z3.Solver()
-                s.set("rlimit", PER_DIVISOR_RLIMIT)
-                s.add(enc.enc(t) != enc.enc(X.udiv(x, Const(dv, x.width))))
-                s.add(*enc.side)
-                r = s.check()
+                r, _ = decided([enc.enc(t) != enc.enc(X.udiv(x, Const(dv, x.width))), *enc.side],
+                               PER_DIVISOR_RLIMIT)
                 if r == z3.sat:
                     ok = False
                     break

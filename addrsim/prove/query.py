@@ -11,7 +11,6 @@ prove.probe/machines/options.
 from __future__ import annotations
 
 import hashlib
-import time
 from typing import Dict, List, Optional, Tuple
 
 import z3
@@ -23,9 +22,9 @@ from addrsim.prove.probe import probe, shrink
 from addrsim.backends.z3_bv import holds_bv, to_bv
 from addrsim.backends.z3_int import IntEncoder
 from addrsim.backends.ideal import ideal_evaluate, kept_wraps
+from addrsim.backends.z3_run import RU, WALLCLOCK_NOTE, Isolated
 
 from addrsim.prove.machines import LANE, PTR_LIMIT
-from addrsim.prove.options import MIN_BUDGET_S
 
 
 def query_key(tag: tuple, claim: Expr, conds: List[Expr]) -> str:
@@ -41,27 +40,29 @@ def query_key(tag: tuple, claim: Expr, conds: List[Expr]) -> str:
     return h.hexdigest()
 
 
-def decide_query(conds, claim, ranges, timeout_ms, prob, min_budget_s, arith="bv"):
-    """(verdict, model, reason, minimal, query): a concrete probe first, then the solver; a
-    counterexample is minimised within the budget.  ``arith`` "bv" or "int"
-    (:mod:`addrsim.backends.ideal`)."""
+def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
+    """(verdict, model, reason, minimal, query, used): a concrete probe first, then the solver;
+    a counterexample is minimised within ``min_ru`` resource units.  ``rlimit``: resource
+    units of one solver call; ``used``: the units every call spent (the same in every run).
+    ``arith`` "bv" or "int" (:mod:`addrsim.backends.ideal`).  ``query`` is the Query when
+    the answer is "unknown" (its SMT-LIB2 text), else None."""
     grid = prob.grid
     names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
-    budget = MIN_BUDGET_S if min_budget_s is None else min_budget_s
     keep = kept_wraps(conds + [claim]) if arith == "int" else None
     model = probe(conds, claim, ranges, order, names, keep=keep)
     if model is not None:
-        if budget <= 0:
-            return "refuted", model, None, False, None
-        q = Query(conds, claim, ranges, timeout_ms, arith)
-        model, minimal = minimize(q, model, prob, budget)
-        return "refuted", model, None, minimal, None
-    verdict, model, why, q = solve(conds, claim, ranges, timeout_ms, arith)
+        if min_ru <= 0:
+            return "refuted", model, None, False, None, 0
+        q = Query(conds, claim, ranges, rlimit, arith)
+        model, minimal = minimize(q, model, prob, min_ru)
+        return "refuted", model, None, minimal, None, q.used
+    q = Query(conds, claim, ranges, rlimit, arith)
+    verdict, model, why = q.solve()
     if verdict != "refuted":
-        return verdict, None, why, True, (q if verdict == "unknown" else None)
-    model, minimal = minimize(q, model, prob, budget)
-    return "refuted", model, None, minimal, None
+        return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
+    model, minimal = minimize(q, model, prob, min_ru)
+    return "refuted", model, None, minimal, None, q.used
 
 
 def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
@@ -132,80 +133,87 @@ def _ptr_ranges(exprs) -> Dict[str, Tuple[int, int]]:
 
 class Query:
     """The negated claim under the conditions, encoded once over integers (exact encoding)
-    and lazily over bit-vectors; bounds on single variables are added per call."""
+    and lazily over bit-vectors; bounds on single variables are added per call.
 
-    def __init__(self, conds: List[Expr], claim: Expr, ranges, timeout_ms: int, arith: str = "bv"):
-        self.conds, self.claim, self.timeout_ms = conds, claim, timeout_ms
+    Every check runs in a solver of its own context on a resource limit
+    (:class:`addrsim.backends.z3_run.Isolated`): ``rlimit`` resource units per call, the
+    first integer try FIRST_TRY_RU, each no-wrap obligation DISCHARGE_RU (DISCHARGE_TOTAL_RU
+    for all).  ``used`` is the units spent so far: a function of the query alone."""
+
+    def __init__(self, conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv"):
+        self.conds, self.claim, self.rlimit = conds, claim, int(rlimit)
         self.arith = arith
         self.ranges = dict(ranges)
         self.ranges.update(_ptr_ranges(conds + [claim]))
         self.keep = kept_wraps(conds + [claim]) if arith == "int" else frozenset()
         self.enc = IntEncoder(self.ranges, ideal=arith == "int", keep=self.keep)
-        self.si = z3.Solver()
-        self.si.set("timeout", timeout_ms)
-        for c in conds:
-            self.si.add(self.enc.holds(c))
-        self.si.add(self.enc.enc(claim) == 0)
-        self.si.add(*self.enc.side)
+        self._spent = 0                       # units of solvers already dropped
+        self.si = self._int_solver()
         self.sb = None
         self.bvars = None
         self.bmemo = None
         self.use_bv = False
         self.discharged = False
+        self.wallclock = False                # a check stopped at the wall-clock safety limit
         self.sels = [n for e in conds + [claim] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
 
-    def _int_check(self, bounds, tmo):
+    @property
+    def used(self) -> int:
+        """Resource units spent by every check of this query."""
+        return self._spent + self.si.used + (self.sb.used if self.sb is not None else 0)
+
+    def _int_solver(self) -> Isolated:
+        iso = Isolated()
+        iso.add(*[self.enc.holds(c) for c in self.conds], self.enc.enc(self.claim) == 0, *self.enc.side)
+        return iso
+
+    def _check(self, iso: Isolated, rlimit: int):
+        r, why = iso.check(rlimit)
+        if r == z3.unknown and iso.wallclock:
+            self.wallclock = True
+        return r, why
+
+    def _int_check(self, bounds, rlimit):
         """One check of the integer query under extra variable bounds: (z3 result, model or
         None, reason_unknown)."""
         s = self.si
-        s.set("timeout", tmo)
         s.push()
         for k, (lo, hi) in bounds.items():
             v = self.enc.vars.get(k)
             if v is not None:
                 s.add(v >= lo, v <= hi)
-        r = s.check()
+        r, why = self._check(s, rlimit)
         mdl = None
         if r == z3.sat:
-            zm = s.model()
-            mdl = {k: zm.eval(v, model_completion=True).as_long() for k, v in self.enc.vars.items()}
-            mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True),
-                                    lambda n: self.enc.memo[id(n)][0]))
-        why = s.reason_unknown() if r == z3.unknown else ""
+            mdl = {k: s.value(v) for k, v in self.enc.vars.items()}
+            mdl.update(self._arrays(s.value, lambda n: self.enc.memo[id(n)][0]))
         s.pop()
         return r, mdl, why
 
-    def _discharge(self, budget_ms: int):
+    def _discharge(self):
         """Prove, node by node, that the terms the integer encoding wraps stay in range
-        under the conditions; re-encode the query without the ``mod`` of each one proved."""
+        under the conditions (DISCHARGE_RU each, DISCHARGE_TOTAL_RU in all); re-encode the
+        query without the ``mod`` of each one proved."""
         self.discharged = True
-        deadline = time.time() + budget_ms / 1000
-        base = z3.Solver()
-        base.add(*self.enc.side)
-        for c in self.conds:
-            base.add(self.enc.holds(c))
+        base = Isolated()
+        base.add(*self.enc.side, *[self.enc.holds(c) for c in self.conds])
         nowrap = set()
         for node, t, w in self.enc.wrapped:
-            left = int((deadline - time.time()) * 1000)
-            if left < 100:
+            if base.used >= DISCHARGE_TOTAL_RU:
                 break
-            base.set("timeout", min(left, max(500, budget_ms // 4)))
             base.push()
             base.add(z3.Or(t < 0, t >= (1 << w)))
-            if base.check() == z3.unsat:
+            if self._check(base, min(DISCHARGE_RU, DISCHARGE_TOTAL_RU - base.used))[0] == z3.unsat:
                 nowrap.add(id(node))
             base.pop()
+        self._spent += base.used
         if not nowrap:
             return
         self.discharged = "changed"
         self.nowrap_proved = len(nowrap)
         self.enc = IntEncoder(self.ranges, ideal=self.arith == "int", keep=self.keep, nowrap=nowrap)
-        self.si = z3.Solver()
-        self.si.set("timeout", self.timeout_ms)
-        for c in self.conds:
-            self.si.add(self.enc.holds(c))
-        self.si.add(self.enc.enc(self.claim) == 0)
-        self.si.add(*self.enc.side)
+        self._spent += self.si.used
+        self.si = self._int_solver()
 
     def smt2(self) -> str:
         """The obligation last given to the solver, as SMT-LIB2 text (declarations, the
@@ -213,51 +221,47 @@ class Query:
         s = getattr(self, "last", None) or self.si
         head = (f"; addrsim obligation ({self.arith} mode): sat means a counterexample, unsat a proof\n"
                 f"; symbols: {', '.join(sorted(self.ranges))}\n")
-        return head + s.to_smt2()
+        return head + s.smt2()
 
-    def _arrays(self, mdl_eval, term_of) -> Dict[str, Dict[int, int]]:
+    def _arrays(self, value, term_of) -> Dict[str, Dict[int, int]]:
         """Array contents a solver model assigns: name + "[]" -> {byte offset: value}."""
         out: Dict[str, Dict[int, int]] = {}
         for n in self.sels:
             try:
-                off = mdl_eval(term_of(n.args[1])).as_long()
-                val = mdl_eval(term_of(n)).as_long()
-            except Exception:
+                off, val = value(term_of(n.args[1])), value(term_of(n))
+            except (KeyError, z3.Z3Exception):
                 continue
-            out.setdefault(n.args[0].name + "[]", {})[off & X.mask(64)] = val & X.mask(32)
+            if off is not None and val is not None:
+                out.setdefault(n.args[0].name + "[]", {})[off & X.mask(64)] = val & X.mask(32)
         return out
 
-    def _bv(self):
+    def _bv(self) -> Isolated:
         if self.sb is None:
             memo, vs = {}, {}
-            s = z3.Solver()
-            s.set("timeout", self.timeout_ms)
-            for c in self.conds:
-                s.add(holds_bv(c, memo, vs))
-            s.add(to_bv(self.claim, memo, vs) == z3.BitVecVal(0, 1))
+            fs = [holds_bv(c, memo, vs) for c in self.conds]
+            fs.append(to_bv(self.claim, memo, vs) == z3.BitVecVal(0, 1))
             for name, v in vs.items():
                 if name in self.ranges:
                     lo, hi = self.ranges[name]
                     n = v.size()
-                    s.add(z3.ULE(z3.BitVecVal(lo, n), v), z3.ULE(v, z3.BitVecVal(min(hi, (1 << n) - 1), n)))
-            self.sb, self.bvars, self.bmemo = s, vs, memo
+                    fs += [z3.ULE(z3.BitVecVal(lo, n), v), z3.ULE(v, z3.BitVecVal(min(hi, (1 << n) - 1), n))]
+            self.sb, self.bvars, self.bmemo = Isolated(), vs, memo
+            self.sb.add(*fs)
         return self.sb
 
-    def solve(self, bounds: Dict[str, Tuple[int, int]] = None, timeout_ms: Optional[int] = None):
-        """("proved", None, None) | ("refuted", model, None) | ("unknown", None, why)."""
+    def solve(self, bounds: Dict[str, Tuple[int, int]] = None, rlimit: Optional[int] = None):
+        """("proved", None, None) | ("refuted", model, None) | ("unknown", None, why), each
+        solver call within ``rlimit`` resource units (default: the query's)."""
         bounds = bounds or {}
-        tmo = timeout_ms or self.timeout_ms
-        self.si.set("timeout", tmo)
-        if self.sb is not None:
-            self.sb.set("timeout", tmo)
+        ru = int(rlimit or self.rlimit)
         if not self.use_bv:
             first = not self.discharged and bool(self.enc.wrapped)
-            r, mdl, why = self._int_check(bounds, min(tmo, FIRST_TRY_MS) if first else tmo)
+            r, mdl, why = self._int_check(bounds, min(ru, FIRST_TRY_RU) if first else ru)
             if r == z3.unknown and first:
                 # nonlinear wraps: discharge "this node does not wrap" as separate range
                 # obligations, then retry without their mod (DOMAIN.md section 6)
-                self._discharge(tmo)
-                r, mdl, why = self._int_check(bounds, tmo)
+                self._discharge()
+                r, mdl, why = self._int_check(bounds, ru)
             if r == z3.unsat:
                 return "proved", None, None
             if mdl is not None and violates(self.conds, self.claim, mdl, self.keep if self.arith == "int" else None):
@@ -265,25 +269,22 @@ class Query:
             if self.arith == "int":
                 self.last = self.si
                 if r == z3.unknown:
-                    return "unknown", None, f"solver gave up ({why}) after {tmo} ms"
+                    return "unknown", None, _gave_up(why, ru, self.wallclock)
                 return "unknown", None, ("the integer encoding over-approximates " + "; ".join(sorted(set(
                     self.enc.abstracted)))[:300] + ", and its model is no counterexample")
             self.use_bv = True   # integer side inconclusive or abstracted: bit-vectors from now on
         s = self._bv()
-        s.set("timeout", tmo)
         s.push()
         for k, (lo, hi) in bounds.items():
             v = self.bvars.get(k)
             if v is not None:
                 n = v.size()
                 s.add(z3.ULE(z3.BitVecVal(lo, n), v), z3.ULE(v, z3.BitVecVal(hi, n)))
-        r = s.check()
+        r, why = self._check(s, ru)
         mdl = None
         if r == z3.sat:
-            zm = s.model()
-            mdl = {k: zm.eval(v, model_completion=True).as_long() for k, v in self.bvars.items()}
-            mdl.update(self._arrays(lambda t: zm.eval(t, model_completion=True), lambda n: self.bmemo[id(n)]))
-        why = s.reason_unknown() if r == z3.unknown else ""
+            mdl = {k: s.value(v) for k, v in self.bvars.items()}
+            mdl.update(self._arrays(s.value, lambda n: self.bmemo[id(n)]))
         s.pop()
         self.last = s
         if r == z3.unsat:
@@ -292,12 +293,18 @@ class Query:
             if violates(self.conds, self.claim, mdl):
                 return "refuted", mdl, None
             return "unknown", None, "solver model does not violate the claim when evaluated (engine bug)"
-        return "unknown", None, f"solver gave up ({why}) after {tmo} ms"
+        return "unknown", None, _gave_up(why, ru, self.wallclock)
 
 
-def solve(conds: List[Expr], claim: Expr, ranges, timeout_ms: int, arith: str = "bv"):
+def _gave_up(why: str, ru: int, wallclock: bool) -> str:
+    if wallclock:
+        return f"{WALLCLOCK_NOTE}: the solver passed the wall-clock safety limit ({why})"
+    return f"solver gave up ({why}) within {ru / RU:g} Mru"
+
+
+def solve(conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv"):
     """Decide the negated claim once: (verdict, model, reason, Query)."""
-    q = Query(conds, claim, ranges, timeout_ms, arith)
+    q = Query(conds, claim, ranges, rlimit, arith)
     v, m, why = q.solve()
     return v, m, why, q
 
@@ -329,32 +336,30 @@ def env_of(exprs, mdl):
 ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_v", "total_q", "total_k")
 
 
-CLASSIFY_MS = 3000       # at least this for the int-mode query that classifies a counterexample
+# Budgets of the stages, in Z3 resource units (addrsim.backends.z3_run.RU = 1 Mru)
+CLASSIFY_RU = 3 * RU         # the int-mode query that classifies a counterexample
+FIRST_TRY_RU = RU            # integer query before range obligations are discharged (then rlimit)
+DISCHARGE_RU = 2 * RU        # one no-wrap obligation of the integer encoding
+DISCHARGE_TOTAL_RU = 8 * RU  # all of one query's no-wrap obligations
+MIN_ATTEMPT_RU = RU          # one minimisation attempt
 
 
-FIRST_TRY_MS = 1500      # integer query before range obligations are discharged (then the full timeout)
-
-
-
-
-
-
-MIN_ATTEMPT_MS = 800     # solver timeout of one minimisation attempt
-
-
-def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
+def minimize(q: Query, model, prob: Problem, budget_ru: int):
     """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
     lane) counterexample: exponential then binary search on each variable in turn, the
-    earlier ones fixed.  Variables the claim does not mention (group-mode totals in batch
-    mode) are skipped.  Returns (model, minimal): ``minimal`` is False when the budget ran
-    out or an attempt timed out, and the model is then the smallest found so far (still a
-    counterexample: every model returned by the solver is checked by evaluation)."""
+    earlier ones fixed, each attempt within MIN_ATTEMPT_RU resource units, until the
+    attempts have spent ``budget_ru`` in all.  Variables the claim does not mention
+    (group-mode totals in batch mode) are skipped.  Returns (model, minimal): ``minimal`` is
+    False when the budget ran out or an attempt was undecided, and the model is then the
+    smallest found so far (still a counterexample: every model returned by the solver is
+    checked by evaluation).  The same query and budget give the same model in every run."""
     grid = prob.grid
     claim_syms = set(X.symbols(q.claim))
     order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
     order += [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     fixed: Dict[str, Tuple[int, int]] = {}
-    deadline = time.time() + budget_s
+    start = q.used
+    spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
     for var in order:
         if var not in model:
@@ -365,19 +370,18 @@ def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
 
         def attempt(ub):
             nonlocal minimal
-            if time.time() > deadline:
+            if spent():
                 minimal = False
                 return None
             b = dict(fixed)
             b[var] = (lo, ub)
-            left_ms = (deadline - time.time()) * 1000
-            v, m, _ = q.solve(b, int(max(min(left_ms, MIN_ATTEMPT_MS), min(left_ms / 4, 10000))))
+            v, m, _ = q.solve(b, MIN_ATTEMPT_RU)
             if v == "unknown":
                 minimal = False
             return m if v == "refuted" else None
 
         step, cand = 1, lo
-        while cand < hi and time.time() <= deadline:      # exponential search upwards
+        while cand < hi and not spent():      # exponential search upwards
             m = attempt(cand)
             if m is not None:
                 best, hi = m, m[var]
@@ -385,20 +389,20 @@ def minimize(q: Query, model, prob: Problem, budget_s: float = MIN_BUDGET_S):
             cand = min(hi, lo + step)
             step *= 2
         a = cand - step // 2 if cand > lo else lo
-        while a < hi and time.time() <= deadline:         # bisection
+        while a < hi and not spent():         # bisection
             mid = (a + hi) // 2
             m = attempt(mid)
             if m is not None:
                 best, hi = m, m[var]
             else:
                 a = mid + 1
-        if time.time() > deadline:
+        if spent():
             minimal = False
         model = best
         fixed[var] = (model[var], model[var])
     if not minimal:
         # out of budget: shrink what is left by evaluation (cheap), keeping a counterexample
-        rest = [v for v in order if v in model and (v not in fixed or time.time() > deadline)]
+        rest = [v for v in order if v in model and (v not in fixed or spent())]
         model = dict(model, **shrink(q.conds, q.claim, q.ranges, rest, {k: v for k, v in model.items()
                                                                           if not k.endswith("[]")},
                                      keep=q.keep if q.arith == "int" else None))

@@ -12,7 +12,6 @@ below 2**47 (user-mode canonical addresses).
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, replace as replace_dc
 from typing import Dict, List, Optional, Tuple
 
@@ -288,10 +287,10 @@ def _loop_tries(prob, model) -> List[dict]:
     return tries
 
 
-def confirm_loop(sub: Subject, prob, model, pc, expected, buffer, deadline=None) -> Optional[Counterexample]:
+def confirm_loop(sub: Subject, prob, model, pc, expected, buffer) -> Optional[Counterexample]:
     """A concrete counterexample in a later iteration (2 to REPLAY_ITERATIONS) of the access at
     ``pc``, at the first shape of :func:`_loop_tries` inside the domain; None when none is
-    found before ``deadline`` (a time.time() value)."""
+    found (the tries and iterations are a fixed list: the answer does not depend on time)."""
     fake = Target(Access(Instr(pc, "", (), (), f"access at {pc:#x}"), "load", (), (), Const(0, 64), Const(0, 14),
                          Const(0, 32), Const(0, 64), Const(1, 1), False), [], Const(0, 64))
     for m in _loop_tries(prob, model):
@@ -303,8 +302,6 @@ def confirm_loop(sub: Subject, prob, model, pc, expected, buffer, deadline=None)
         except KeyError:
             continue
         for n in range(2, REPLAY_ITERATIONS + 1):
-            if deadline is not None and time.time() > deadline:
-                return None
             r = replay(sub, prob, fake, env, None, None, expected, buffer, occurrence=n)
             if isinstance(r, Counterexample):
                 r.replayed_on = f"this kernel, iteration {n}"
@@ -328,13 +325,13 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
     expected = prob.expected.get(res.buffer) if res.prop == "address" else None
 
     def qkey(tag, conds, claim=None):
-        return query_key((tag, sub.arch, res.prop), claim if claim is not None else Const(1, 1), conds)
+        return query_key((tag, sub.arch, res.prop, opts.budgets()), claim if claim is not None else Const(1, 1), conds)
 
     def decide(conds):
         key = qkey("witness-model", conds)
         if cache is not None and key in cache:
             return cache[key]
-        v, model, why, _, _ = decide_query(conds, Const(0, 1), ranges, opts.timeout_ms, prob, opts.min_budget, "bv")
+        v, model, why, _, _, _ = decide_query(conds, Const(0, 1), ranges, opts.query_ru, prob, opts.min_ru, "bv")
         out = model if v == "refuted" else (None if v == "proved" else f"no witness found: {why}")
         if cache is not None:
             cache[key] = out
@@ -367,7 +364,7 @@ def limit_tools(prob: Problem, opts: Options):
     ranges = ranges_of(prob)
 
     def decide(conds, claim):
-        v, model, why, _, _ = decide_query(conds, claim, ranges, opts.timeout_ms, prob, opts.min_budget, "bv")
+        v, model, why, _, _, _ = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru, "bv")
         return model if v == "refuted" else (None if v == "proved" else f"undecided: {why}")
 
     def memory_of(shape):

@@ -1,15 +1,17 @@
 """The query cache on disk: decided queries and replays, shared by workers and runs.
 
 Owns :class:`Store` (a dict that also appends what it learns to a JSON-lines file) and
-:func:`open_store`.  May import addrsim.prove.verdict.
+:func:`open_store`.  May import addrsim.prove.verdict and addrsim.backends.z3_run.
 
 A key is the stable digest of a query (:func:`addrsim.prove.query.query_key`) with its tag;
 the file is named by addrsim's version and a digest of its own source code, so a changed
 prover never reads another one's answers.  Only what does not depend on the machine is kept:
-decided queries ("proved", "refuted" with the solver's model), int-mode classifications,
-concrete replays (Counterexample, Witness, ReplayFailure: the concrete interpreter is
-deterministic) and witness models; an undecided answer ("unknown", a solver that gave up) is
-never written, so a later run with more budget decides it.  Lines are appended with one
+query answers ("proved", "refuted" with the solver's model, "unknown" within the budget:
+solver budgets are resource units and each query runs in a Z3 context of its own, so the
+answer is a function of the query and the budget, and the budget is part of the key),
+int-mode classifications, concrete replays (Counterexample, Witness, ReplayFailure: the
+concrete interpreter is deterministic) and witness models; an answer cut by the wall-clock
+safety net (the one that may depend on load) is never written.  Lines are appended with one
 ``write`` each (O_APPEND), so workers can share a file.  Each line carries a checksum keyed by
 the source digest; a line that does not parse, fails its checksum or holds a value of the
 wrong shape (a crash mid-write, an edit) is skipped and decided again.  A file or folder that
@@ -26,9 +28,10 @@ from pathlib import Path
 from typing import Optional
 
 from addrsim import __version__
+from addrsim.backends.z3_run import WALLCLOCK_NOTE
 from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness
 
-SCHEMA = 2
+SCHEMA = 3
 _TYPES = {"C": Counterexample, "W": Witness}
 
 
@@ -76,26 +79,29 @@ def _dec(v):
 
 
 def _undecided(value) -> bool:
-    """An answer that depends on the budget it was given: never written."""
+    """An answer that may depend on the machine's load (a check cut by the wall-clock safety
+    net, :data:`addrsim.prove.query.WALLCLOCK_NOTE`): never written.  Every other answer,
+    "unknown" included, is a function of the query and its resource budget, which is part of
+    the key."""
     if isinstance(value, str):
-        return value in ("unknown",) or value.startswith(("no witness found", "undecided"))
-    if isinstance(value, tuple) and value and value[0] == "unknown":
-        return True
+        return WALLCLOCK_NOTE in value
+    if isinstance(value, (tuple, list)):
+        return any(_undecided(x) for x in value)
     return False
 
 
 def _well_formed(value) -> bool:
-    """The shapes the prover stores: a decision tuple (answer, model, reason, minimal, SMT-LIB2)
-    or a loop decision (answer, model, reason), an int-mode answer, a witness model (a dict)
+    """The shapes the prover stores: a decision tuple (answer, model, reason, minimal, SMT-LIB2,
+    resource units) or a loop decision (answer, model, reason, resource units), an int-mode answer, a witness model (a dict)
     or its absence, a replay (Counterexample, Witness, ReplayFailure)."""
     if value is None or isinstance(value, (Counterexample, Witness, ReplayFailure)):
         return True
     if isinstance(value, str):
-        return value in ("proved", "refuted")
+        return value in ("proved", "refuted", "unknown") or value.startswith(("no witness found", "undecided"))
     if isinstance(value, dict):
         return all(isinstance(k, str) and (isinstance(v, int) or isinstance(v, dict)) for k, v in value.items())
-    return (isinstance(value, tuple) and len(value) in (3, 5) and value[0] in ("proved", "refuted")
-            and (value[1] is None or isinstance(value[1], dict)))
+    return (isinstance(value, tuple) and len(value) in (4, 6) and value[0] in ("proved", "refuted", "unknown")
+            and (value[1] is None or isinstance(value[1], dict)) and isinstance(value[-1], int))
 
 
 def _checksum(key_text: str, value_text: str) -> str:

@@ -19,6 +19,7 @@ from addrsim.engine.explore import Exploration
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.engine.machine import Access
 from addrsim.backends.z3_bv import holds_bv
+from addrsim.backends.z3_run import RU, decided
 
 
 
@@ -125,13 +126,12 @@ def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
 
 
 def feasible_bv(conds: List[Expr]) -> bool:
-    s = z3.Solver()
-    s.set("timeout", 2000)
+    """Are ``conds`` (1-bit IR) satisfiable, or undecided within FEASIBLE_RU resource units?"""
+    if any(isinstance(c, Const) and c.value == 0 for c in conds):
+        return False
     memo, vs = {}, {}
-    for c in conds:
-        if isinstance(c, Const):
-            if c.value == 0:
-                return False
-            continue
-        s.add(holds_bv(c, memo, vs))
-    return s.check() != z3.unsat
+    r, _ = decided([holds_bv(c, memo, vs) for c in conds if not isinstance(c, Const)], FEASIBLE_RU)
+    return r != z3.unsat
+
+
+FEASIBLE_RU = 2 * RU
