@@ -39,6 +39,7 @@ from addrsim.prove.verdict import Cause, Verdict
 SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's
 SCAN_CHECK_MRU = 10.0
 SCAN_MIN_MRU = 1.0
+MAX_JOBS = 256          # worker processes; each holds its models and Z3
 
 ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
 
@@ -346,8 +347,8 @@ def run(args) -> int:
     if not args.inputs and not args.aiter:
         sys.stderr.write("addrsim: scan needs a directory, wheel or file (or --aiter)\n")
         return EXIT_BAD_INPUT
-    if args.jobs < 1:
-        sys.stderr.write("addrsim: --jobs must be at least 1\n")
+    if not 1 <= args.jobs <= MAX_JOBS:
+        sys.stderr.write(f"addrsim: --jobs must be between 1 and {MAX_JOBS}, got {args.jobs}\n")
         return EXIT_BAD_INPUT
     layouts = args.layout or list(DEFAULT_LAYOUTS)
     try:
