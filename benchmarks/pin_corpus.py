@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from addrsim.loader import codeobj
+from addrsim.commands.scan import SCAN_CHECK_MRU, SCAN_MIN_MRU, SCAN_QUERY_MRU
 from addrsim.model.models import choose_family, load_models
 
 #: what a verdict means in the pinned data: since issue 12 the kernel's own verdict (no routing,
@@ -23,6 +24,7 @@ SEMANTICS = "kernel-verdict"
 
 def main():
     src, dst = sys.argv[1], sys.argv[2]
+    keep_old = "--keep-old" in sys.argv       # without it, entries this scan did not cover are dropped
     doc = json.loads(Path(src).read_text())
     ms = load_models()
     out = {}
@@ -39,11 +41,12 @@ def main():
                                      if c["verdict"] == "counterexample"
                                      and (c.get("routing") or {}).get("reachable") is False)}
     old = json.loads(Path(dst).read_text()) if Path(dst).exists() else {}
-    # kernels this scan did not cover keep their entry (and its semantics tag)
-    out = dict(old.get("kernels", {}), **out)
+    if keep_old:    # kernels this scan did not cover keep their entry (and its settings: beware)
+        out = dict(old.get("kernels", {}), **out)
     pinned = {"source": "amd-aiter 0.1.7.post2.dev18 wheel, aiter_meta/hsa/*/fmha_v3_bwd/*.co",
               "note": old.get("note", ""),
-              "settings": {"timeout_ms": 3000, "min_budget_s": 1.0, "check_budget_s": 10.0, "arith": "bv",
+              "settings": {"query_mru": SCAN_QUERY_MRU, "min_mru": SCAN_MIN_MRU, "check_mru": SCAN_CHECK_MRU,
+                           "arith": "bv", "deterministic": True,
                            "properties": ["address"], "memory": "the architecture's (192 GiB gfx942, 288 GiB gfx950)"},
               "ci": old.get("ci", []),
               "kernels": dict(sorted(out.items(), key=lambda kv: (kv[1]["family"], kv[0])))}

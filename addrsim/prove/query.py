@@ -11,6 +11,7 @@ prove.probe/machines/options.
 from __future__ import annotations
 
 import hashlib
+import math
 from typing import Dict, List, Optional, Tuple
 
 import z3
@@ -368,10 +369,76 @@ DISCHARGE_TOTAL_RU = 8 * RU  # all of one query's no-wrap obligations
 MIN_ATTEMPT_RU = RU          # one minimisation attempt
 
 
+CONFIRM_TRIES = 3     # candidate-then-proof rounds per variable before plain bisection
+
+
+def _least(q: Query, model, var: str, lo: int, names, attempt):
+    """The counterexample with the least ``var`` (the variables before it fixed): a candidate
+    from evaluation (:func:`_eval_floor`), then one solver call to show that nothing below it
+    fails (``attempt(c - 1)`` unsat: the candidate is the minimum); a model below it gives a
+    new candidate, and after CONFIRM_TRIES rounds a bisection proves the rest.  ``attempt(ub)``
+    returns ("sat", model with ``var`` <= ub), ("unsat", None), or ("stop", None) when the
+    budget is spent or the solver undecided (it then clears ``minimal`` itself)."""
+    best = _eval_floor(q, model, var, lo, names)
+    for _ in range(CONFIRM_TRIES):
+        if best[var] <= lo:
+            return best
+        got, m = attempt(best[var] - 1)
+        if got != "sat":
+            return best
+        best = _eval_floor(q, m, var, lo, names)
+    a, hi = lo, best[var]
+    while a < hi:                        # bisection: no counterexample below a, one at hi
+        mid = (a + hi) // 2
+        got, m = attempt(mid)
+        if got == "stop":
+            break
+        if got == "sat":
+            best = _eval_floor(q, m, var, lo, names)
+            hi = best[var]
+        else:
+            a = mid + 1
+    return best
+
+
+def _eval_floor(q: Query, model, var: str, lo: int, names):
+    """``model`` with ``var`` lowered, by bisection over concrete evaluation, to the least
+    value found that keeps it a counterexample of ``q`` (the other variables as in ``model``,
+    except that the grid ids, nhead_k and seqlen_k follow a smaller batch, nhead_q or
+    seqlen_q).  Cheap and never wrong: each candidate is checked by :func:`violates`; the
+    solver then shows whether anything smaller fails."""
+    keep = q.keep if q.arith == "int" else None
+    a, b, best = lo, model[var], model
+    while a < b:
+        mid = (a + b) // 2
+        t = _lowered(model, var, mid, names)
+        if violates(q.conds, q.claim, t, keep):
+            best, b = t, mid
+        else:
+            a = mid + 1
+    return best
+
+
+def _lowered(model, var: str, x: int, names):
+    t = dict(model)
+    t[var] = x
+    if var == "batch" and names["batch"] in t:
+        t[names["batch"]] = min(t[names["batch"]], max(x - 1, 0))
+    if var == "nhead_q":
+        if names["head"] in t:
+            t[names["head"]] = min(t[names["head"]], max(x - 1, 0))
+        if "nhead_k" in t and x > 0:
+            t["nhead_k"] = math.gcd(t["nhead_k"], x)
+    if var == "seqlen_q" and t.get("seqlen_k") == model["seqlen_q"]:
+        t["seqlen_k"] = x
+    return t
+
+
 def minimize(q: Query, model, prob: Problem, budget_ru: int):
     """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
-    lane) counterexample: exponential then binary search on each variable in turn, the
-    earlier ones fixed, each attempt within MIN_ATTEMPT_RU resource units, until the
+    lane) counterexample: each variable in turn, the earlier ones fixed, lowered by
+    evaluation and then shown minimal by the solver (:func:`_least`), each attempt within
+    MIN_ATTEMPT_RU resource units, until the
     attempts have spent ``budget_ru`` in all.  Variables the claim does not mention
     (group-mode totals in batch mode) are skipped.  Returns (model, minimal): ``minimal`` is
     False when the budget ran out or an attempt was undecided, and the model is then the
@@ -382,6 +449,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
     order += [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     fixed: Dict[str, Tuple[int, int]] = {}
+    names = {"batch": grid["z"].name, "head": grid["y"].name}
     start = q.used
     spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
@@ -389,40 +457,21 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
         if var not in model:
             continue
         lo = q.ranges.get(var, (0, 0))[0]
-        best = model
-        hi = model[var]
 
         def attempt(ub):
             nonlocal minimal
             if spent():
                 minimal = False
-                return None
+                return "stop", None
             b = dict(fixed)
             b[var] = (lo, ub)
             v, m, _ = q.solve(b, MIN_ATTEMPT_RU)
             if v == "unknown":
                 minimal = False
-            return m if v == "refuted" else None
+                return "stop", None
+            return ("sat", m) if v == "refuted" else ("unsat", None)
 
-        step, cand = 1, lo
-        while cand < hi and not spent():      # exponential search upwards
-            m = attempt(cand)
-            if m is not None:
-                best, hi = m, m[var]
-                break
-            cand = min(hi, lo + step)
-            step *= 2
-        a = cand - step // 2 if cand > lo else lo
-        while a < hi and not spent():         # bisection
-            mid = (a + hi) // 2
-            m = attempt(mid)
-            if m is not None:
-                best, hi = m, m[var]
-            else:
-                a = mid + 1
-        if spent():
-            minimal = False
-        model = best
+        model = _least(q, model, var, lo, names, attempt)
         fixed[var] = (model[var], model[var])
     if not minimal:
         # out of budget: shrink what is left by evaluation (cheap), keeping a counterexample

@@ -1,0 +1,84 @@
+"""Counterexample minimisation (addrsim.prove.query.minimize): on synthetic 32-bit wraps whose
+lexicographically least failing shape is known in closed form, the candidate-then-proof
+search returns exactly that shape and says it is minimal; with no budget it still returns a
+counterexample and says it is not proven minimal.  Each returned model is checked by
+evaluation."""
+from types import SimpleNamespace
+
+import pytest
+
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Sym
+from addrsim.prove.query import Query, minimize, violates
+
+B, H, S = Sym("batch", 64, "shape"), Sym("nhead_q", 64, "shape"), Sym("seqlen_q", 64, "shape")
+BID, HID, TILE = Sym("batch_id", 32, "id"), Sym("head_id", 32, "id"), Sym("tile", 32, "id")
+PROB = SimpleNamespace(grid={"z": BID, "y": HID, "x": TILE})
+
+
+def _u32_wrap(c: int, *vs):
+    """claim: the 32-bit product c*v1*...*vk (as a kernel's s_mul_i32 chain computes it)
+    equals the exact 64-bit one; it fails exactly when c*v1*...*vk >= 2**32."""
+    exact = Const(c, 64)
+    for v in vs:
+        exact = X.mul(exact, v)
+    wrapped = Const(c, 32)
+    for v in vs:
+        wrapped = X.mul(wrapped, X.extract(v, 31, 0))
+    return X.eq(X.zext(wrapped, 64), exact)
+
+
+def _ranges(hi_s):
+    return {"batch": (1, 64), "nhead_q": (1, 128), "seqlen_q": (1, hi_s), "batch_id": (0, 63), "head_id": (0, 127),
+            "tile": (0, 0), "lane": (0, 0)}
+
+
+def _closed_form(c, hi):
+    """The least (batch, nhead_q, seqlen_q) with c*b*h*s >= 2**32, lexicographically, inside
+    the ranges ``hi`` = (batch max, nhead max, seqlen max)."""
+    need = -(-(1 << 32) // c)
+    for b in range(1, hi[0] + 1):
+        if b * hi[1] * hi[2] < need:
+            continue
+        for h in range(1, hi[1] + 1):
+            if b * h * hi[2] >= need:
+                return b, h, -(-need // (b * h))
+
+
+@pytest.mark.parametrize("c,hi_s", [(256, 1 << 20), (512, 1 << 16), (2, 1 << 20), (384, 3000)])
+def test_least_failing_shape_is_the_closed_form_one(c, hi_s):
+    claim = _u32_wrap(c, B, H, S)
+    conds = [X.ule(B, Const(64, 64)), X.ule(H, Const(128, 64)), X.ule(S, Const(hi_s, 64)),
+             X.ule(Const(1, 64), B), X.ule(Const(1, 64), H), X.ule(Const(1, 64), S)]
+    ranges = _ranges(hi_s)
+    q = Query(conds, claim, ranges, 10 ** 7)
+    start = {"batch": 64, "nhead_q": 128, "seqlen_q": hi_s, "batch_id": 0, "head_id": 0, "tile": 0, "lane": 0}
+    assert violates(conds, claim, start)
+    model, minimal = minimize(q, start, PROB, 40 * 10 ** 6)
+    assert minimal
+    assert (model["batch"], model["nhead_q"], model["seqlen_q"]) == _closed_form(c, (64, 128, hi_s))
+    assert violates(conds, claim, model) and q.used > 0           # the solver showed nothing smaller fails
+
+
+def test_no_budget_still_returns_a_counterexample_not_called_minimal():
+    claim = _u32_wrap(256, B, H, S)
+    conds = [X.ule(B, Const(64, 64)), X.ule(H, Const(128, 64)), X.ule(S, Const(1 << 20, 64))]
+    q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
+    start = {"batch": 64, "nhead_q": 128, "seqlen_q": 1 << 20, "batch_id": 0, "head_id": 0, "tile": 0, "lane": 0}
+    model, minimal = minimize(q, start, PROB, 0)
+    assert not minimal and violates(conds, claim, model)
+
+
+def test_a_smaller_failure_that_evaluation_misses_is_found_by_the_solver():
+    """Besides the wrap (least nhead_q 16 at batch 1), the claim also fails at nhead_q=2,
+    seqlen_q=7, which lowering nhead_q from the probe's shape by evaluation cannot reach
+    (seqlen_q stays at 2**20 there): the proof step finds it, and proves nothing lies below."""
+    odd = X.band(X.eq(H, Const(2, 64)), X.eq(S, Const(7, 64)))
+    claim = X.band(_u32_wrap(256, B, H, S), X.bnot(odd))
+    conds = [X.ule(B, Const(64, 64)), X.ule(H, Const(128, 64)), X.ule(S, Const(1 << 20, 64)),
+             X.ule(Const(1, 64), B), X.ule(Const(1, 64), H), X.ule(Const(1, 64), S)]
+    q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
+    start = {"batch": 64, "nhead_q": 128, "seqlen_q": 1 << 20, "batch_id": 0, "head_id": 0, "tile": 0, "lane": 0}
+    model, minimal = minimize(q, start, PROB, 40 * 10 ** 6)
+    assert minimal and (model["batch"], model["nhead_q"], model["seqlen_q"]) == (1, 2, 7)
+    assert q.used > 0
