@@ -401,6 +401,16 @@ def _least(q: Query, model, var: str, lo: int, names, attempt):
     return best
 
 
+def _probe_within(q: Query, bounds, order, pnames):
+    """A counterexample of ``q`` inside ``bounds`` found by the concrete probe (deterministic
+    sampling, :func:`addrsim.prove.probe.probe`), or None."""
+    ranges = dict(q.ranges, **bounds)
+    m = probe(q.conds, q.claim, ranges, order, pnames, keep=q.keep if q.arith == "int" else None)
+    if m is None or any(not lo <= m.get(k, lo) <= hi for k, (lo, hi) in bounds.items()):
+        return None
+    return m
+
+
 def _eval_floor(q: Query, model, var: str, lo: int, names):
     """``model`` with ``var`` lowered, by bisection over concrete evaluation, to the least
     value found that keeps it a counterexample of ``q`` (the other variables as in ``model``,
@@ -450,6 +460,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     order += [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     fixed: Dict[str, Tuple[int, int]] = {}
     names = {"batch": grid["z"].name, "head": grid["y"].name}
+    pnames = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     start = q.used
     spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
@@ -465,6 +476,9 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
                 return "stop", None
             b = dict(fixed)
             b[var] = (lo, ub)
+            m = _probe_within(q, b, order, pnames) if var in ORDER else None   # by evaluation first
+            if m is not None:
+                return "sat", m
             v, m, _ = q.solve(b, MIN_ATTEMPT_RU)
             if v == "unknown":
                 minimal = False
