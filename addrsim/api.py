@@ -164,7 +164,7 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
     limits, prob = [], None
     for lay in layouts:
         prob = build_problem(ms, k, lay, Sym("tid_x", 32, "lane"), opts.bounds, src.co.arch, opts.memory_gib)
-        limits += host_limits(prob, *limit_tools(prob, opts))
+        limits += host_limits(prob, *limit_tools(prob, opts, cache))
     entry = {"file": str(path), "kernel": k.symbol, "arch": src.co.arch, "host": prob.host if prob else None,
              "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks, "host_limits": limits}
     if src.kind != "code object":

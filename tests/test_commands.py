@@ -82,3 +82,22 @@ def test_lse_rows_plot(kernels, tmp_path):
     png = tmp_path / "rows.png"
     assert plot_rows(af, {"sbhd": {"shape": shape, "label": "sbhd"}}, str(png), "lse") == str(png)
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("cmd,flag", [("verify", "--json"), ("scan", "--json"), ("scan", "--sarif"),
+                                      ("scan", "--junit"), ("diff", "--json")])
+def test_an_output_that_cannot_be_written_is_refused_before_any_work(kernels, tmp_path, capsys, cmd, flag):
+    co = str(kernels["lsed_abi_fix"])
+    files = [co, co] if cmd == "diff" else [co]
+    if cmd == "scan":
+        files = ["--no-progress"] + files
+    code = main([cmd, *files, "--model", MODEL, *BOUNDS, "--buffer", "lse", "--layout", "bhsd",
+                 flag, str(tmp_path / "missing" / "out.txt")])
+    err = capsys.readouterr().err
+    assert code == 3 and flag in err and "cannot write" in err
+
+
+def test_diff_takes_the_host_options(kernels, capsys):
+    code = main(["diff", str(kernels["lsed_bas_shortcut"]), str(kernels["lsed_abi_fix"]), "--model", MODEL, *BOUNDS,
+                 "--buffer", "lse", "--layout", "sbhd", "--host", "no-such-host", "--json", "-"])
+    assert code == 3 and "no-such-host" in capsys.readouterr().err

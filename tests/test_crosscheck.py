@@ -196,6 +196,16 @@ def test_crossrun_refuses_a_plan_with_a_missing_offset(tmp_path, small_plan):
     assert p.returncode == 3 and "case 3: no offsets for d" in p.stderr
 
 
+@pytest.mark.parametrize("device,words", [("foo", "not a PyTorch device"), ("meta", "cpu or cuda devices only")])
+def test_crossrun_refuses_a_bad_device_in_one_line(tmp_path, small_plan, device, words):
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(small_plan))
+    p = subprocess.run([sys.executable, "-m", "addrsim.gpu.crossrun", str(f), "--backend", "torch",
+                        "--device", device], capture_output=True, text=True)
+    assert p.returncode == 3 and words in p.stderr and "Traceback" not in p.stderr
+    assert len(p.stderr.strip().splitlines()) == 1
+
+
 def test_crosscheck_checks_outputs_and_device_first(tmp_path):
     co = str(tmp_path / "missing.co")      # never reached: the options are checked first
     for args, words in ((["--plot", "/proc/nope/rows.png"], "--plot: cannot write here"),

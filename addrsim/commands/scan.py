@@ -32,7 +32,8 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
-from addrsim.commands.common import EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, budgets_of, cache_dir_of, smt_dir
+from addrsim.commands.common import (EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, budgets_of,
+                                     cache_dir_of, check_output, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.prove.verdict import Cause, Verdict
 
@@ -352,6 +353,8 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     layouts = args.layout or list(DEFAULT_LAYOUTS)
     try:
+        for flag in ("json", "sarif", "junit"):      # before the work, not after it
+            check_output(getattr(args, flag), f"--{flag}")
         files = list(args.model) + list(args.layouts)
         ms = load_models(files)
         for lay in layouts:

@@ -6,7 +6,8 @@ unknown/unsupported/unreachable and no counterexample, 3 bad input or usage, 4 i
 from __future__ import annotations
 
 
-from addrsim.commands.common import Parser, add_budgets, add_common, bound_arg, budgets_of, emit, fail, progress_bar, query_store, smt_dir
+from addrsim.commands.common import (Parser, add_budgets, add_common, bound_arg, budgets_of,
+                                     check_output, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
 from addrsim.errors import AddrsimError
@@ -39,6 +40,7 @@ def register(sub) -> None:
 def run(args) -> int:
     bar = progress_bar(args, "addrsim verify", "check")
     try:
+        check_output(args.json, "--json")
         models = load_models(list(args.model) + list(args.layouts))
         cache = query_store(args)
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,

@@ -292,6 +292,16 @@ def main(argv=None) -> int:
         print(f"addrsim: {a.plan}: the plan has no cases", file=sys.stderr)
         return 2
     import torch
+    if a.device is not None:
+        try:
+            dev = torch.device(a.device)
+        except (RuntimeError, ValueError) as e:
+            print(f"addrsim: --device {a.device}: not a PyTorch device ({' '.join(str(e).split())[:200]})",
+                  file=sys.stderr)
+            return 3
+        if dev.type not in ("cpu", "cuda"):
+            print(f"addrsim: --device {a.device}: the cross-check runs on cpu or cuda devices only", file=sys.stderr)
+            return 3
     if a.backend == "triton" or (a.device or "cpu").startswith("cuda"):
         if not torch.cuda.is_available():
             print("addrsim: --backend triton (or a cuda device) needs a GPU: torch.cuda.is_available() is False",

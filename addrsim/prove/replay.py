@@ -359,13 +359,20 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
     return decide, rep
 
 
-def limit_tools(prob: Problem, opts: Options):
-    """The (decide, memory_of) pair :func:`addrsim.prove.domain.host_limits` needs."""
+def limit_tools(prob: Problem, opts: Options, cache: Optional[dict] = None):
+    """The (decide, memory_of) pair :func:`addrsim.prove.domain.host_limits` needs; ``cache``
+    (the query cache) keeps each answer by the structural key of its query and budgets."""
     ranges = ranges_of(prob)
 
     def decide(conds, claim):
-        v, model, why, _, _, _ = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru, "bv")
-        return model if v == "refuted" else (None if v == "proved" else f"undecided: {why}")
+        key = query_key(("host-limit", opts.budgets()), claim, conds)
+        if cache is not None and key in cache:
+            return cache[key]
+        v, model, why, _, q, _ = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru, "bv")
+        out = model if v == "refuted" else (None if v == "proved" else f"undecided: {why}")
+        if cache is not None and not (q is not None and q.wallclock):
+            cache[key] = out
+        return out
 
     def memory_of(shape):
         return memory_needed(prob, Counterexample(shape, {}, {}, 0, 0, 0, 0))
