@@ -7,9 +7,11 @@ bhsd/bshd counterexamples are the kernels' 32-bit multiplies at tensors past 4 G
 u32 casts are host limits, not counterexamples); the SBHD LSE/D shortcut of the no-pad kernels
 is a kernel bug, latent under the wheel's host, which routes SBHD there only when batch == 1.
 
-The pinned data holds one kernel per (architecture, kernel family), 24 in all.  CI rescans a
-short list of them (PINNED["ci"]) to stay within minutes; ADDRSIM_CORPUS=pinned rescans all
-the pinned kernels.  Since issue 14 solver budgets are
+The pinned data holds the kernels CI rescans (PINNED["ci"]: they cover the argument structs),
+pinned again in issue 14 under deterministic budgets (the 24 kernels pinned before, one per
+architecture and kernel family, were made with wall-clock timeouts; repinning all of them
+takes a 24-kernel scan, benchmarks/pin_corpus.py).  ADDRSIM_CORPUS=pinned rescans every
+pinned kernel.  Since issue 14 solver budgets are
 resource units and every query runs in a Z3 context of its own, so a verdict, "unknown"
 included, does not depend on the machine, its load or what ran before: data pinned with
 ``"deterministic": true`` settings fails on any change.  (Older data, pinned with wall-clock
