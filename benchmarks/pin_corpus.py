@@ -46,8 +46,11 @@ def main():
                                      if c["verdict"] == "counterexample"
                                      and (c.get("routing") or {}).get("reachable") is False)}
     old = json.loads(Path(dst).read_text()) if Path(dst).exists() else {}
-    if keep_old:    # kernels this scan did not cover keep their entry (and its settings: beware)
-        out = dict(old.get("kernels", {}), **out)
+    if keep_old:    # kernels this scan did not cover keep their entry, with the settings they were pinned with
+        prev = {k: dict(v, settings=v.get("settings", {s: x for s, x in old.get("settings", {}).items()
+                                                         if s != "memory"}))
+                for k, v in old.get("kernels", {}).items() if k not in out}
+        out = dict(prev, **out)
     pinned = {"source": "amd-aiter 0.1.7.post2.dev18 wheel, aiter_meta/hsa/*/fmha_v3_bwd/*.co",
               "note": NOTE,
               "settings": {"query_mru": SCAN_QUERY_MRU, "min_mru": SCAN_MIN_MRU, "check_mru": SCAN_CHECK_MRU,
