@@ -214,7 +214,7 @@ class _Explorer:
         if isinstance(cond, Const):
             return [(None, ins.addr + ins.size)]
         return [(cnd, tgt) for cnd, tgt in ((cond, ins.target), (X.bnot(cond), ins.addr + ins.size))
-                if _feasible(self.solver, m.path + [cnd], self.bv_memo, self.bv_vars)]
+                if feasible(self.solver, m.path + [cnd], self.bv_memo, self.bv_vars)]
 
     def branch(self, m, ins, reached) -> None:
         try:
@@ -331,7 +331,7 @@ FEASIBLE_RU = 2 * RU
 """Resource units of one branch-feasibility check (undecided: the branch is explored)."""
 
 
-def _feasible(solver: Isolated, conds: List[Expr], memo=None, vs=None) -> bool:
+def feasible(solver: Isolated, conds: List[Expr], memo=None, vs=None) -> bool:
     """Is the conjunction of ``conds`` satisfiable (or undecided within FEASIBLE_RU resource
     units)?  ``memo``/``vs`` carry Z3 translations across calls."""
     if any(isinstance(c, Const) and c.value == 0 for c in conds):

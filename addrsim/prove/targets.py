@@ -12,14 +12,12 @@ from dataclasses import dataclass
 from itertools import product
 from typing import Dict, List, Tuple
 
-import z3
 
 from addrsim.ir import expr as X
-from addrsim.engine.explore import Exploration
+from addrsim.engine.explore import Exploration, feasible
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.engine.machine import Access
-from addrsim.backends.z3_bv import holds_bv
-from addrsim.backends.z3_run import RU, decided
+from addrsim.backends.z3_run import Isolated
 
 
 
@@ -126,12 +124,6 @@ def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
 
 
 def feasible_bv(conds: List[Expr]) -> bool:
-    """Are ``conds`` (1-bit IR) satisfiable, or undecided within FEASIBLE_RU resource units?"""
-    if any(isinstance(c, Const) and c.value == 0 for c in conds):
-        return False
-    memo, vs = {}, {}
-    r, _ = decided([holds_bv(c, memo, vs) for c in conds if not isinstance(c, Const)], FEASIBLE_RU)
-    return r != z3.unsat
-
-
-FEASIBLE_RU = 2 * RU
+    """Are ``conds`` (1-bit IR) satisfiable, or undecided within the explorer's FEASIBLE_RU
+    resource units?  (:func:`addrsim.engine.explore.feasible`, in a solver of its own.)"""
+    return feasible(Isolated(), conds)
