@@ -57,7 +57,9 @@ def test_least_failing_shape_is_the_closed_form_one(c, hi_s):
     model, minimal = minimize(q, start, PROB, 40 * 10 ** 6)
     assert minimal
     assert (model["batch"], model["nhead_q"], model["seqlen_q"]) == _closed_form(c, (64, 128, hi_s))
-    assert violates(conds, claim, model) and q.used > 0           # the solver showed nothing smaller fails
+    # nothing smaller fails: shown per sub-domain by the solver or, once the narrowed ranges keep
+    # every product inside 32 bits, by polynomial arithmetic alone (then no units are spent)
+    assert violates(conds, claim, model)
 
 
 def test_no_budget_still_returns_a_counterexample_not_called_minimal():

@@ -4,7 +4,8 @@ Owns :func:`vec`, :class:`NoVec` and :data:`VECTOR` (operator -> numpy function)
 :data:`UNSUPPORTED` (operator -> why there is none), checked against
 :data:`addrsim.ir.ops.OPS` at import.  May import addrsim.ir only.
 
-Values are uint64 arrays, so products are exact up to 32-bit operands (wider ones raise
+Values are uint64 arrays: sums and products wrap mod 2**64, which is exact for every width
+up to 64; the high halves ``mulhu``/``mulhs`` are exact to 32-bit operands (wider ones raise
 NoVec, and the caller falls back to the exact evaluator).  ``f32_rcp`` can stand for a
 neighbour of the correctly rounded reciprocal (``variant``: -1/0/+1 ULP), the 1-ULP accuracy of
 V_RCP_F32 (MI300 ISA guide, VOP1 opcode table) that :mod:`addrsim.prove.idioms` quantifies over.
@@ -40,6 +41,13 @@ def vec(e: Expr, env, memo, variant: List[int]):
         r = U(e.value)
     elif isinstance(e, Sym):
         r = env[e.name]
+    elif e.op == "sel":
+        # memory reads: env[array + "[]"] is a function of the byte-offset array (a dict, the
+        # scalar evaluator's form, has no vectorised reading)
+        f = env.get(e.args[0].name + "[]")
+        if not callable(f):
+            raise NoVec("memory reads of an array given as a table")
+        r = np.asarray(f(np.asarray(vec(e.args[1], env, memo, variant), dtype=np.uint64)), dtype=np.uint64)
     else:
         if e.op in UNSUPPORTED:
             raise NoVec(UNSUPPORTED[e.op])
@@ -105,10 +113,53 @@ def _f32_rcp(e, a, variant):
     return np.where(np.isnan(r), U(0x7FC00000), _fbits(r))      # NaN: the canonical quiet NaN
 
 
+def _signed(x, w):
+    """Two's-complement value of the ``w``-bit unsigned array ``x`` as int64 (w <= 64)."""
+    x = np.asarray(x, dtype=np.uint64)
+    if w == 64:
+        return x.view(np.int64)
+    s = U(1 << (w - 1))
+    return (x ^ s).astype(np.int64) - np.int64(1 << (w - 1))
+
+
+def _sext(e, a, variant):
+    wa = e.args[0].width
+    x = np.asarray(a[0], dtype=np.uint64)
+    neg = (x >> U(wa - 1)) & U(1)
+    high = _m(e.width) & ~_m(wa)
+    return np.where(neg != 0, x | high, x)
+
+
+def _ashr(e, a, variant):
+    w = e.width
+    s = np.asarray(a[1], dtype=np.uint64)
+    big = s >= U(w)
+    v = _signed(a[0], w) >> np.where(big, U(w - 1), s).astype(np.int64)
+    return v.astype(np.uint64) & _m(w)
+
+
+def _mulhs(e, a, variant):
+    w = e.width
+    if w > 32:
+        raise NoVec(f"mulhs of {w}-bit operands (int64 products are exact to 32 bits)")
+    p = _signed(a[0], w) * _signed(a[1], w)
+    return (p >> np.int64(w)).astype(np.uint64) & _m(w)
+
+
+def _spred(strict):
+    def g(e, a, variant):
+        w = e.args[0].width
+        x, y = _signed(a[0], w), _signed(a[1], w)
+        return ((x < y) if strict else (x <= y)).astype(np.uint64)
+    return g
+
+
 VECTOR = {
     "add": lambda e, a, v: (a[0] + a[1]) & _m(e.width),
     "sub": lambda e, a, v: (a[0] - a[1]) & _m(e.width),
-    "mul": _narrow(lambda e, a, v: (a[0] * a[1]) & _m(e.width)),
+    # uint64 products wrap mod 2**64, and 2**w divides 2**64: exact for every width <= 64
+    "mul": lambda e, a, v: (a[0] * a[1]) & _m(e.width),
+    "mulhs": _mulhs, "ashr": _ashr, "sext": _sext, "slt": _spred(True), "sle": _spred(False),
     "mulhu": _narrow(lambda e, a, v: ((a[0] * a[1]) >> U(e.width)) & _m(e.width)),
     "and": lambda e, a, v: a[0] & a[1],
     "or": lambda e, a, v: a[0] | a[1],
@@ -129,9 +180,7 @@ VECTOR = {
     "f32_mul": lambda e, a, v: _fbits(_ffrom(a[0]) * _ffrom(a[1])),
     "u32_from_f32": _u32_from_f32,
     "f32_rcp": _f32_rcp,
+    "sel": None,          # evaluated in vec() itself: it reads env[array + "[]"], a function
 }
-UNSUPPORTED = {
-    "mulhs": "signed products", "ashr": "arithmetic shifts", "sext": "sign extension",
-    "slt": "signed comparisons", "sle": "signed comparisons", "sel": "memory reads",
-}
+UNSUPPORTED = {}
 require_backend("numpy vectorised (addrsim.backends.vector)", VECTOR, UNSUPPORTED)

@@ -18,6 +18,7 @@ from typing import Dict, Tuple
 import z3
 
 from addrsim.ir import expr as X
+from addrsim.ir import poly as P
 from addrsim.ir.expr import Const, Expr, Op, Sym
 from addrsim.ir.ops import FLOAT_OPS, PREDICATES, require_backend
 
@@ -32,10 +33,18 @@ class IntEncoder:
     immediates, and signed comparisons compare the exact values.  Nodes in ``nowrap`` were
     proved not to leave their range under the query's conditions (range obligations, DOMAIN.md
     section 6) and are encoded without ``mod``; ``wrapped`` lists the nodes that got one.  After encoding, ``side`` holds the constraints on fresh variables and
-    ``abstracted`` lists the operations that were over-approximated."""
+    ``abstracted`` lists the operations that were over-approximated.
+
+    ``facts_from`` (bit-vector mode only): conditions that hold wherever the encoding is used
+    (the query's domain and path).  What they say about the atoms (dominance such as
+    ``batch_id < batch``, monomial bounds from the device-memory and exact-argument layers,
+    divisibility; :class:`addrsim.ir.poly.Facts`) is learnt first, with plain intervals only;
+    then a node whose interval may leave its width but whose exact polynomial is bounded by
+    the facts inside it gets no ``mod`` (no-wrap without a solver).  Sound for proofs: in every
+    model of the conditions each node still takes its machine value."""
 
     def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset(),
-                 nowrap=frozenset()):
+                 nowrap=frozenset(), facts_from=None):
         self.ranges = ranges
         self.ideal = ideal            # int mode (addrsim.backends.ideal): no wraps except in ``keep``
         self.keep = keep
@@ -48,6 +57,18 @@ class IntEncoder:
         self.memo: Dict[int, Tuple[z3.ArithRef, int, int]] = {}
         self.arrays: Dict[str, z3.FuncDeclRef] = {}
         self._fresh = 0
+        self.facts = P.Facts() if facts_from is not None and not ideal else None
+        self.polys: Dict[int, P.Poly] = {}       # id(node) -> exact polynomial of its encoded value
+        self._dmemo: dict = {}
+        self._urem: Dict[object, tuple] = {}      # atom key of a urem node -> (dividend key, divisor key)
+        self._udiv: Dict[object, tuple] = {}      # the same for udiv nodes
+        self.nowrap_by_facts = 0                  # nodes kept without mod thanks to the facts
+        self._learning = False
+        if self.facts is not None:
+            self._learning = True
+            for c in facts_from:
+                self._learn(c)
+            self._learning = False
 
     def var(self, name: str, width: int):
         """The integer variable of symbol ``name`` (created with its range)."""
@@ -58,12 +79,15 @@ class IntEncoder:
             self.side += [v >= lo, v <= hi]
         return v
 
-    def fresh(self, width: int, why: str):
+    def fresh(self, width: int, why: str, hi: int = None):
+        """A fresh integer in [0, hi] (default: all of ``width`` bits) standing for an
+        operation without an exact integer form; marks the encoding ``abstracted``."""
         self._fresh += 1
+        hi = X.mask(width) if hi is None else hi
         v = z3.Int(f"abs{self._fresh}")
-        self.side += [v >= 0, v <= X.mask(width)]
+        self.side += [v >= 0, v <= hi]
         self.abstracted.append(why)
-        return v, 0, X.mask(width)
+        return v, 0, hi
 
     def enc(self, e: Expr) -> z3.ArithRef:
         return self._go(e)[0]
@@ -75,12 +99,90 @@ class IntEncoder:
         r = self._go(e)
         return r[1], r[2]
 
-    def _wrap(self, t, lo, hi, w, force=False):
+    # ------------------------------------------------------------------ polynomials and facts
+
+    def key(self, n: Expr):
+        """The atom key of ``n``: its name for a symbol, its structural digest otherwise."""
+        return n.name if isinstance(n, Sym) else ("n", X.digest(n, self._dmemo))
+
+    def poly(self, n: Expr):
+        """The exact polynomial of ``n``'s encoded value (over atoms), after encoding it."""
+        if isinstance(n, Const):
+            return P.const(n.value)
+        return self.polys.get(id(n))
+
+    def _learn(self, c: Expr) -> None:
+        """Facts from one condition (encoded with plain intervals: they hold in its models)."""
+        if not isinstance(c, Op):
+            return
+        if c.op == "and" and c.width == 1:
+            for a in c.args:
+                self._learn(a)
+            return
+        if c.op not in ("ult", "ule", "eq"):
+            return
+        self._go(c)
+        pa, pb = self.poly(c.args[0]), self.poly(c.args[1])
+        if pa is None or pb is None:
+            return
+        F = self.facts
+        a, b = P.single_atom(pa), P.single_atom(pb)
+        if a is not None and b is not None:
+            F.dominate(a, b, -1 if c.op == "ult" else 0)
+            if c.op == "eq":
+                F.dominate(b, a, 0)
+        if set(pb) <= {()}:
+            k = pb.get((), 0)
+            if c.op in ("ule", "eq") or k > 0:
+                F.upper(pa, k - (c.op == "ult"))
+            if c.op == "eq" and k == 0 and a in self._urem:
+                F.divides.add(self._urem[a])
+
+    def implied(self, c: Expr) -> bool:
+        """Does the 1-bit condition ``c`` hold in every model of the learnt conditions, by
+        polynomial arithmetic alone (no solver)?  ``eq`` when both sides have the same exact
+        polynomial over atoms (a wrapped node is an atom: equal atoms are equal values);
+        ``ule``/``ult`` when the bounds of their difference say so; ``and`` of such.  Encodes
+        ``c`` first.  False means "not shown", never "false"."""
+        if self.facts is None or not isinstance(c, Op):
+            return False
+        if c.op == "and" and c.width == 1:
+            return all(self.implied(a) for a in c.args)
+        if c.op not in ("eq", "ule", "ult"):
+            return False
+        self._go(c)
+        pa, pb = self.poly(c.args[0]), self.poly(c.args[1])
+        if pa is None or pb is None:
+            return False
+        if c.op == "eq":
+            return pa == pb
+        d = P.add(pb, pa, -1)
+        return d is not None and self.facts.bound(d)[0] >= (1 if c.op == "ult" else 0)
+
+    def _fits(self, t, lo, hi, w, poly):
+        """(t, lo, hi) without ``mod`` when the facts bound ``poly`` inside ``w`` bits, else None."""
+        if self.facts is None or self._learning or poly is None:
+            return None
+        plo, phi = self.facts.bound(poly)
+        if plo < 0 or phi >= 1 << w:
+            return None
+        self.nowrap_by_facts += 1
+        self.polys[id(self._cur)] = poly
+        lo, hi = max(lo, plo), min(hi, phi)
+        self.side += [t >= lo, t <= hi]       # redundant bounds: they guide nonlinear search
+        return t, lo, hi
+
+    def _wrap(self, t, lo, hi, w, force=False, poly=None):
         m = 1 << w
         if not force and self.ideal and id(self._cur) not in self.keep:
             return t, lo, hi          # int mode: this node does not wrap
         if lo >= 0 and hi < m:
+            if poly is not None and self._cur is not None:
+                self.polys[id(self._cur)] = poly
             return t, lo, hi
+        fits = self._fits(t, lo, hi, w, poly)
+        if fits is not None:
+            return fits
         if not force and id(self._cur) in self.nowrap:
             self.side += [t >= 0, t < m]             # proved separately not to wrap
             return t, max(lo, 0), min(hi, m - 1)
@@ -102,8 +204,19 @@ class IntEncoder:
             prev, self._cur = self._cur, n
             r = self._op(n, w)
             self._cur = prev
+        if self.facts is not None:
+            self._atom(n, r)
         self.memo[k] = r
         return r
+
+    def _atom(self, n: Expr, r) -> None:
+        """Register ``n`` as an atom (its interval) unless it has an exact polynomial."""
+        if isinstance(n, Const) or id(n) in self.polys:
+            return
+        key = self.key(n)
+        lo, hi = self.facts.interval.get(key, (r[1], r[2]))
+        self.facts.interval[key] = (max(lo, r[1]), min(hi, r[2]))
+        self.polys[id(n)] = P.atom(key)
 
     def _op(self, n: Op, w: int):
         op = n.op
@@ -141,14 +254,24 @@ def _sel(enc, n, A, w):
     return t, 0, (1 << 31) - 1
 
 
+def _polys(enc, n):
+    """The operands' polynomials (None when any is untracked or facts are off)."""
+    if enc.facts is None:
+        return None
+    ps = [enc.poly(a) for a in n.args]
+    return None if any(p is None for p in ps) else ps
+
+
 def _add(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
-    return enc._wrap(a + b, al + bl, ah + bh, w)
+    ps = _polys(enc, n)
+    return enc._wrap(a + b, al + bl, ah + bh, w, poly=ps and P.add(*ps))
 
 
 def _sub(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
-    return enc._wrap(a - b, al - bh, ah - bl, w)
+    ps = _polys(enc, n)
+    return enc._wrap(a - b, al - bh, ah - bl, w, poly=ps and P.add(ps[0], ps[1], -1))
 
 
 def _mul(enc, n, A, w):
@@ -159,7 +282,8 @@ def _mul(enc, n, A, w):
         t = n.args[0].value * b
     else:
         t = a * b
-    return enc._wrap(t, al * bl, ah * bh, w)
+    ps = _polys(enc, n)
+    return enc._wrap(t, al * bl, ah * bh, w, poly=ps and P.mul(*ps))
 
 
 def _mulhu(enc, n, A, w):
@@ -189,12 +313,25 @@ def _extract(enc, n, A, w):
     lo_b = n.params[1]
     a, al, ah = A[0]
     t = a / (1 << lo_b) if lo_b else a
-    return enc._wrap(t, al >> lo_b, ah >> lo_b, w)
+    ps = _polys(enc, n) if not lo_b else None
+    return enc._wrap(t, al >> lo_b, ah >> lo_b, w, poly=ps and ps[0])
+
+
+def _zext(enc, n, A, w):
+    ps = _polys(enc, n)
+    if ps:
+        enc.polys[id(n)] = ps[0]
+    return A[0]
 
 
 def _concat(enc, n, A, w):
     (h, hl, hh), (l, ll, lh) = A
     wl = n.args[1].width
+    ps = _polys(enc, n)
+    if ps:
+        p = P.add(P.scale(ps[0], 1 << wl), ps[1])
+        if p is not None:
+            enc.polys[id(n)] = p
     return h * (1 << wl) + l, hl * (1 << wl) + ll, hh * (1 << wl) + lh
 
 
@@ -215,7 +352,8 @@ def _shl(enc, n, A, w):
     s = n.args[1].value
     if s >= w:
         return z3.IntVal(0), 0, 0              # the whole value shifted out
-    return enc._wrap(a * (1 << s), al << s, ah << s, w)
+    ps = _polys(enc, n)
+    return enc._wrap(a * (1 << s), al << s, ah << s, w, poly=ps and P.scale(ps[0], 1 << s))
 
 
 def _and(enc, n, A, w):
@@ -226,11 +364,16 @@ def _and(enc, n, A, w):
         if isinstance(c, Const):
             m = c.value
             if m & (m + 1) == 0:  # low mask 2^k - 1
-                return enc._wrap(x, xl, xh, m.bit_length(), force=True)
+                xp = enc.poly(n.args[0] if c is n.args[1] else n.args[1]) if enc.facts is not None else None
+                return enc._wrap(x, xl, xh, m.bit_length(), force=True, poly=xp)
             low = (~m) & X.mask(w)
             if low & (low + 1) == 0 and m == X.mask(w) & ~low:  # clears the low bits
                 return x - x % (low + 1), 0, xh
-    return enc.fresh(w, f"and of {n.args[0]!r} and {n.args[1]!r}")
+    hi = X.mask(w)
+    for (x, xl, xh), c in ((A[0], n.args[1]), (A[1], n.args[0])):
+        if isinstance(c, Const):
+            hi = min(hi, c.value, max(xh, 0))      # x & c <= c and x & c <= x
+    return enc.fresh(w, f"and of {n.args[0]!r} and {n.args[1]!r}", hi)
 
 
 def _or_xor(enc, n, A, w):
@@ -265,13 +408,36 @@ def _pred(enc, n, A, w):
 def _udiv(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     if bl > 0:
-        return a / b, al // max(bh, 1), ah // bl
+        lo = al // max(bh, 1)
+        if enc.facts is not None:
+            lo = max(lo, _quotient_facts(enc, n, al, bl))
+        return a / b, lo, ah // bl
     # divisor may be 0: SMT-LIB semantics (udiv by 0 is all ones)
     return z3.If(b == 0, X.mask(w), a / b), 0, X.mask(w)
 
 
+def _quotient_facts(enc, n, al, bl) -> int:
+    """What divisibility facts say of ``n = udiv(c, d)``: with ``c mod d == 0`` and c, d >= 1
+    the quotient is at least 1; and ``udiv(a, udiv(c, d)) <= d - 1`` when ``a <= c - 1`` (the
+    KV head of a query head under an integer GQA ratio, DOMAIN.md section 1).  Returns the
+    quotient's lower bound (0 when nothing is known)."""
+    F = enc.facts
+    kc, kd = (P.single_atom(enc.poly(x)) for x in n.args)
+    if kc is not None and kd is not None:
+        enc._udiv[enc.key(n)] = (kc, kd)
+    lo = 1 if (kc, kd) in F.divides and al >= 1 and bl >= 1 else 0
+    c2, d2 = enc._udiv.get(kd, (None, None))
+    if kc is not None and (c2, d2) in F.divides and any(b == c2 and k <= -1 for b, k in F.below.get(kc, ())):
+        F.dominate(enc.key(n), d2, -1)
+    return lo
+
+
 def _urem(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
+    if enc.facts is not None:
+        kc, kd = (P.single_atom(enc.poly(x)) for x in n.args)
+        if kc is not None and kd is not None:
+            enc._urem[enc.key(n)] = (kc, kd)
     if bl > 0:
         return a % b, 0, min(ah, bh - 1)
     return z3.If(b == 0, a, a % b), 0, ah      # urem by 0 is the dividend
@@ -285,7 +451,7 @@ INT = {
     "add": _add, "sub": _sub, "mul": _mul, "mulhu": _mulhu, "mulhs": _fresh,
     "and": _and, "or": _or_xor, "xor": _or_xor, "not": _not,
     "shl": _shl, "lshr": _lshr, "ashr": _fresh,
-    "zext": lambda enc, n, A, w: A[0], "sext": _sext, "extract": _extract, "concat": _concat,
+    "zext": _zext, "sext": _sext, "extract": _extract, "concat": _concat,
     "ite": _ite, **{p: _pred for p in PREDICATES}, "udiv": _udiv, "urem": _urem,
     "sel": _sel, **{op: _fresh for op in FLOAT_OPS},
 }

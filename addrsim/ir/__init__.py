@@ -2,5 +2,6 @@
 registry (ops.OPS: every operator's name, arity, width rule and exact meaning, declared once).
 
 Layer 1 (the lowest).  Imports nothing of addrsim.  Modules: ``ops`` (the registry), ``expr``
-(nodes, simplifying constructors, evaluation, traversal).
+(nodes, simplifying constructors, evaluation, traversal), ``poly`` (polynomials over atoms and
+their bounds from the conditions' facts).
 """

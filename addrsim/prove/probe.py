@@ -13,8 +13,13 @@ from __future__ import annotations
 import random
 from typing import Dict, List, Optional, Sequence, Tuple
 
+import numpy as np
+
+from addrsim.backends.vector import NoVec, vec
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Expr
+
+U = np.uint64
 
 SMALL = (1, 2, 3, 4, 5, 8, 16, 17, 32, 64, 128, 192, 256)
 LARGE = (1024, 4096, 65536, 1 << 19, 1 << 20)
@@ -76,70 +81,275 @@ def _repair(conds, env, keep, grid, rnd):
     return None
 
 
+class _Batch:
+    """Candidate points as arrays (symbol name -> uint64 array, one entry per point),
+    evaluated by the numpy backend (:mod:`addrsim.backends.vector`) over all points at once.
+    ``arrays`` (array name -> its model spec, :attr:`Problem.array_specs`): each point's
+    array is the uniform one of :func:`uniform_array`, read in closed form."""
+
+    def __init__(self, conds, claim, envs: List[Dict[str, int]], arrays=None):
+        self.conds, self.claim, self.arrays = conds, claim, arrays or {}
+        names = sorted({k for e in envs for k in e if not k.endswith("[]")})
+        self.env = {n: np.array([e.get(n, 0) for e in envs], dtype=np.uint64) for n in names}
+        self.n = len(envs)
+        self.sync()
+
+    def sync(self, env=None) -> None:
+        """Make each array's ``last`` symbol (total_q) agree with its uniform contents."""
+        env = self.env if env is None else env
+        for spec in self.arrays.values():
+            last = spec.get("last")
+            if isinstance(last, X.Sym) and last.name in env:
+                first, n, step = self._shape(spec, env)
+                env[last.name] = first + (np.maximum(n, U(1)) - U(1)) * step
+
+    def _shape(self, spec, env):
+        memo: dict = {}
+        get = lambda k, d: np.broadcast_to(np.asarray(vec(spec[k], env, memo, [0]), dtype=np.uint64), (self.n,)) \
+            if k in spec else np.full(self.n, d, dtype=np.uint64)   # noqa: E731
+        return get("first", 0), get("count", 1), get("step_max", 1)
+
+    def _with_arrays(self, env):
+        env = dict(env)
+        for name, spec in self.arrays.items():
+            first, n, step = self._shape(spec, env)
+
+            def read(off, first=first, n=n, step=step):
+                idx = off // U(4)
+                return np.where((off % U(4) == 0) & (idx < n), first + idx * step, U(0))
+            env[name + "[]"] = read
+        return env
+
+    def _eval(self, env, claim: bool) -> np.ndarray:
+        env = self._with_arrays(self.env if env is None else env)
+        memo: dict = {}
+        ok = np.ones(self.n, dtype=bool)
+        for c in self.conds:
+            ok &= np.broadcast_to(np.asarray(vec(c, env, memo, [0])) == 1, (self.n,))
+        if claim:
+            ok &= np.broadcast_to(np.asarray(vec(self.claim, env, memo, [0])) == 0, (self.n,))
+        return ok
+
+    def fits(self, env=None) -> np.ndarray:
+        """Boolean array: every condition holds at the point."""
+        return self._eval(env, False)
+
+    def fails(self, env=None) -> np.ndarray:
+        """Boolean array: every condition holds and the claim fails."""
+        return self._eval(env, True)
+
+    def point(self, i: int) -> Dict[str, int]:
+        p = {k: int(v[i]) for k, v in self.env.items()}
+        return uniform_arrays(p, self.arrays)
+
+
+def uniform_arrays(env: Dict[str, int], arrays) -> Dict[str, int]:
+    """``env`` with each model array (sequence starts) filled uniformly: entry i is
+    ``first + i*step_max`` for i < count, and the array's ``last`` symbol (total_q) set to
+    the final entry, so the array facts hold (every sequence as long as the longest)."""
+    if not arrays:
+        return env
+    env = dict(env)
+    for name, spec in arrays.items():
+        ev = lambda k, d: X.evaluate(spec[k], env) if k in spec else d   # noqa: E731
+        first, n, step = ev("first", 0), min(ev("count", 1), 1 << 16), ev("step_max", 1)
+        env[name + "[]"] = {4 * i: (first + i * step) & X.mask(32) for i in range(n)}
+        last = spec.get("last")
+        if isinstance(last, X.Sym):
+            env[last.name] = first + max(n - 1, 0) * step
+    return env
+
+
+def _repair_all(b: _Batch, grid, ok: np.ndarray, rnd) -> np.ndarray:
+    """:func:`_repair` over every point that breaks the domain at once: up to REPAIRS
+    halvings of the largest of batch, nhead_q and the sequence lengths (grid ids kept
+    inside); returns the points that fit now."""
+    env = b.env
+    keys = [k for k in ("batch", "nhead_q", "seqlen_q", "seqlen_k") if k in env]
+    for _ in range(REPAIRS):
+        todo = ~ok
+        if not todo.any() or not keys:
+            break
+        vals = np.stack([env[k].astype(np.float64) for k in keys])
+        weight = vals * (1 + rnd.random(vals.shape))
+        weight[vals <= 1] = -1
+        pick = np.argmax(weight, axis=0)
+        alive = todo & (weight.max(axis=0) > 0)
+        for j, k in enumerate(keys):
+            sel = alive & (pick == j)
+            env[k] = np.where(sel, env[k] // U(2), env[k])
+        if "nhead_k" in env and "nhead_q" in env:
+            for _ in range(32):
+                bad = alive & (env["nhead_q"] % np.maximum(env["nhead_k"], U(1)) != 0)
+                if not bad.any():
+                    break
+                env["nhead_k"] = np.where(bad, np.maximum(U(1), env["nhead_k"] // U(2)), env["nhead_k"])
+        for gid, dim in ((grid["batch"], "batch"), (grid["head"], "nhead_q")):
+            if gid in env and dim in env:
+                env[gid] = np.where(alive, np.minimum(env[gid], np.maximum(env[dim], U(1)) - U(1)), env[gid])
+        b.sync()
+        ok = ok | (alive & b.fits())
+    return ok
+
+
+def _last_tiles(b: _Batch, sel: np.ndarray, tile: str, hi: int) -> None:
+    """Raise the tile id of the points ``sel`` (which fit) to the last tile each shape
+    launches, by bisection over the conditions (evaluated): 32-bit wraps of a tile offset
+    show there first."""
+    if tile not in b.env or not sel.any():
+        return
+    a = b.env[tile].copy()
+    top = np.where(sel, U(hi), a)
+    while True:
+        live = sel & (a < top)
+        if not live.any():
+            break
+        mid = np.where(live, a + (top - a + U(1)) // U(2), a)
+        trial = dict(b.env, **{tile: mid})
+        ok = b.fits(trial)
+        a = np.where(live & ok, mid, a)
+        top = np.where(live & ~ok, mid - U(1), top)
+    b.env[tile] = a
+
+
+def _probe_vector(conds, claim, envs, grid, tile_hi, seed, arrays=None):
+    """The first sampled point that is a counterexample (index order), or None; raises NoVec."""
+    b = _Batch(conds, claim, envs, arrays)
+    rnd = np.random.default_rng(seed)
+    ok = b.fits()
+    ok = _repair_all(b, grid, ok, rnd)
+    pick = rnd.random(len(envs))
+    tile = grid["tile"]
+    _last_tiles(b, ok & (pick < 0.5), tile, tile_hi)
+    if tile in b.env:       # a third of those at a uniform tile below the last (a wrap between two tiles)
+        frac = rnd.random(len(envs))
+        inner = (pick < 0.5 / 3)
+        b.env[tile] = np.where(inner, (b.env[tile].astype(np.float64) * frac).astype(np.uint64), b.env[tile])
+    for gid, dim in ((grid["head"], "nhead_q"), (grid["batch"], "batch")):
+        if gid in b.env and dim in b.env:     # and some ids uniform in their dimension
+            u = rnd.random(len(envs))
+            uniform = (u < 0.25)
+            b.env[gid] = np.where(uniform, (b.env[dim].astype(np.float64) * rnd.random(len(envs))).astype(np.uint64),
+                                  b.env[gid])
+    ok = ok & b.fits()
+    hit = np.flatnonzero(ok & b.fails())
+    return b.point(int(hit[0])) if len(hit) else None
+
+
 def probe(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], order: Sequence[str],
-          grid: Dict[str, str], seed: int = 0, keep=None) -> Optional[Dict[str, int]]:
+          grid: Dict[str, str], seed: int = 0, keep=None, arrays=None) -> Optional[Dict[str, int]]:
     """A counterexample found by evaluation (symbol name -> value), shrunk; or None.
-    ``grid`` maps "batch"/"head"/"tile"/"lane" to the grid and lane symbol names."""
+    ``grid`` maps "batch"/"head"/"tile"/"lane" to the grid and lane symbol names; ``arrays``
+    the model's array specs (group mode's sequence starts, filled by :func:`uniform_arrays`):
+    without a spec for every array the kernel reads, nothing is probed."""
     syms = {}
     for e in list(conds) + [claim]:
         for s in X.symbols(e).values():
             syms[s.name] = s
-    if any(s.kind in ("array", "opaque") for s in syms.values()):
+    arrays = {n: (arrays or {}).get(n) for n, s in syms.items() if s.kind == "array"}
+    if any(v is None for v in arrays.values()):
         return None
+    if arrays and keep is not None:
+        return None                      # int mode reads arrays point by point: not probed
     rnd = random.Random(seed)
-
-    def pick(name, lo, hi, pool):
-        vals = [v for v in pool if lo <= v <= hi] + [lo, hi]
-        return rnd.choice(vals)
 
     def rng(n):
         s = syms.get(n)
         return ranges.get(n, (0, X.mask(s.width) if s is not None else 0))
 
+    envs = [_sample(rnd, rng, syms, grid) for _ in range(SAMPLES)]
     found = None
-    for _ in range(SAMPLES):
-        env = {}
-        for n in ("batch", "nhead_q", "seqlen_q", "hdim_q", "total_q", "total_k"):
+    if keep is None:
+        try:
+            found = _probe_vector(conds, claim, envs, grid, rng(grid["tile"])[1], seed, arrays)
+        except NoVec:
+            keep_scalar = True
+        else:
+            keep_scalar = False
+    if (keep is not None or keep_scalar) and not arrays:
+        found = _probe_scalar(conds, claim, envs, grid, keep, rnd, rng(grid["tile"])[1])
+    if found is None:
+        return None
+    return shrink(conds, claim, ranges, order, found, syms, keep, arrays)
+
+
+def _sample(rnd, rng, syms, grid) -> Dict[str, int]:
+    """One candidate point: shape variables from SMALL and LARGE (nhead_k a divisor of
+    nhead_q, seqlen_k mostly seqlen_q), grid ids at their first or last values, pointers
+    at distinct 64-GiB-aligned bases (half of them with a low word just below 2**32, 4 KiB
+    aligned or more), opaque values mostly all ones (EXEC: every lane active), other symbols
+    at their bounds or uniformly.  A point the probe returns is still replayed before it is
+    reported."""
+    def pick(lo, hi, pool):
+        vals = [v for v in pool if lo <= v <= hi] + [lo, hi]
+        return rnd.choice(vals)
+
+    env = {}
+    for n in ("batch", "nhead_q", "seqlen_q", "hdim_q", "total_q", "total_k"):
+        env[n] = pick(*rng(n), SMALL + LARGE)
+    nq = env["nhead_q"]
+    divs = [d for d in (1, 2, nq // 2, nq) if d >= 1 and nq % d == 0]
+    env["nhead_k"] = rnd.choice(divs)
+    env["seqlen_k"] = env["seqlen_q"] if rnd.random() < 0.6 else pick(*rng("seqlen_k"), SMALL + LARGE)
+    env["hdim_v"] = env["hdim_q"] if rnd.random() < 0.8 else pick(*rng("hdim_v"), SMALL)
+    for n in ("total_q", "total_k"):
+        env[n] = max(env[n], env["seqlen_q" if n == "total_q" else "seqlen_k"])
+    for n in ("batch", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k", "hdim_q", "hdim_v"):
+        lo, hi = rng(n)
+        env[n] = min(max(env[n], lo), hi)
+    b, h = env["batch"], env["nhead_q"]
+    env[grid["batch"]] = rnd.choice([0, 1, b - 1]) % max(b, 1)
+    env[grid["head"]] = rnd.choice([0, 1, h - 1]) % max(h, 1)
+    env[grid["tile"]] = rnd.choice([0, 1, 2])
+    env[grid["lane"]] = rnd.choice([0, 1, 63, 64, 255])
+    for n, s in syms.items():
+        if n not in env:
             lo, hi = rng(n)
-            env[n] = pick(n, lo, hi, SMALL + LARGE)
-        nq = env["nhead_q"]
-        divs = [d for d in (1, 2, nq // 2, nq) if d >= 1 and nq % d == 0]
-        env["nhead_k"] = rnd.choice(divs)
-        env["seqlen_k"] = env["seqlen_q"] if rnd.random() < 0.6 else pick("seqlen_k", *rng("seqlen_k"), SMALL + LARGE)
-        env["hdim_v"] = env["hdim_q"] if rnd.random() < 0.8 else pick("hdim_v", *rng("hdim_v"), SMALL)
-        for n in ("total_q", "total_k"):
-            env[n] = max(env[n], env["seqlen_q" if n == "total_q" else "seqlen_k"])
-        for n in ("batch", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k", "hdim_q", "hdim_v"):
-            lo, hi = rng(n)
-            env[n] = min(max(env[n], lo), hi)
-        b, h = env["batch"], env["nhead_q"]
-        env[grid["batch"]] = rnd.choice([0, 1, b - 1]) % max(b, 1)
-        env[grid["head"]] = rnd.choice([0, 1, h - 1]) % max(h, 1)
-        env[grid["tile"]] = rnd.choice([0, 1, 2])
-        env[grid["lane"]] = rnd.choice([0, 1, 63, 64, 255])
-        for n, s in syms.items():
-            if n not in env:
-                lo, hi = rng(n)
-                if s.kind == "ptr":
-                    env[n] = 0x100000000000 + 0x1000000000 * rnd.randrange(16)
-                else:
-                    env[n] = rnd.choice([lo, hi, rnd.randint(lo, hi)])
+            if s.kind == "ptr":
+                env[n] = 0x100000000000 + 0x1000000000 * rnd.randrange(16)
+                if rnd.random() < 0.5:     # low word just below 2**32: a 32-bit add carries out
+                    env[n] += (1 << 32) - (1 << rnd.randrange(12, 32))
+            elif s.kind == "opaque":       # a value addrsim does not model (EXEC after a per-lane
+                lo, hi = rng(n)            # write): mostly all ones, every lane active
+                env[n] = hi if rnd.random() < 0.7 else rnd.choice([lo, rnd.randint(lo, hi)])
+            else:
+                env[n] = rnd.choice([lo, hi, rnd.randint(lo, hi)])
+    return env
+
+
+def _probe_scalar(conds, claim, envs, grid, keep, rnd, tile_hi):
+    """The point-by-point probe (int mode, or an operator numpy does not evaluate)."""
+    for env in envs:
         if not _fits(conds, env, keep):
             env = _repair(conds, env, keep, grid, rnd)
             if env is None:
                 continue
+        if rnd.random() < 0.5:
+            env = _last_tile(conds, env, keep, grid["tile"], tile_hi)
         if _holds(conds, claim, env, keep):
-            found = env
-            break
-    if found is None:
-        return None
-    return shrink(conds, claim, ranges, order, found, syms, keep)
+            return env
+    return None
+
+
+def _last_tile(conds, env, keep, tile: str, hi: int):
+    """Scalar :func:`_last_tiles` of one point."""
+    a, b = env.get(tile, 0), hi
+    best = env
+    while a < b:
+        mid = (a + b + 1) // 2
+        t = dict(env, **{tile: mid})
+        if _fits(conds, t, keep):
+            best, a = t, mid
+        else:
+            b = mid - 1
+    return best
 
 
 def shrink(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], order: Sequence[str],
-           found: Dict[str, int], syms=None, keep=None) -> Dict[str, int]:
+           found: Dict[str, int], syms=None, keep=None, arrays=None) -> Dict[str, int]:
     """Each variable of ``order`` in turn set to the smallest of a few tried values that keeps
-    ``found`` a counterexample (checked by evaluation)."""
+    ``found`` a counterexample (checked by evaluation); with ``arrays``, each trial's arrays
+    are filled again for its shape (:func:`uniform_arrays`)."""
     if syms is None:
         syms = {}
         for e in list(conds) + [claim]:
@@ -150,11 +360,13 @@ def shrink(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], o
         s = syms.get(n)
         return ranges.get(n, (0, X.mask(s.width) if s is not None else 0))
 
+    vector = keep is None
     for n in list(order):
         if n not in found:
             continue
         lo = rng(n)[0]
         cur = found[n]
+        trials = []
         for cand in sorted({lo, lo + 1, 2, 4, 8, 16, cur // 2, cur // 4, cur - 1}):
             if lo <= cand < cur:
                 trial = dict(found)
@@ -163,7 +375,15 @@ def shrink(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], o
                     trial["nhead_k"] = cand
                 if n == "seqlen_q" and trial.get("seqlen_k") == cur:
                     trial["seqlen_k"] = cand
-                if _holds(conds, claim, trial, keep):
-                    found = trial
-                    break
+                trials.append(uniform_arrays(trial, arrays))
+        if not trials:
+            continue
+        if vector:
+            try:
+                hit = np.flatnonzero(_Batch(conds, claim, trials, arrays).fails())
+                found = trials[int(hit[0])] if len(hit) else found
+                continue
+            except NoVec:
+                vector = False
+        found = next((t for t in trials if _holds(conds, claim, t, keep)), found)
     return found

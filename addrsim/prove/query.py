@@ -1,11 +1,13 @@
 """Solver queries: the negated claim under the domain, decided, and minimised when refuted.
 
-Owns :class:`Query` (integer encoding first, range obligations discharged, bit-vectors as
-the fallback), :func:`solve`, :func:`decide_query` (a concrete probe, then the solver, then
-minimisation), :func:`minimize` (the lexicographically smallest shape: batch, nhead_q,
-seqlen_q, ...), :func:`query_key` (the structural cache key), :func:`array_facts` and the
-variable ranges.  Every model a solver returns is checked by evaluation (:func:`violates`)
-before it is believed.  May import addrsim.ir, addrsim.backends, addrsim.model and
+Owns :class:`Query` (in order: the identity by polynomial arithmetic, no solver; the integer
+encoding, whose no-wrap facts come from the conditions; range obligations discharged;
+bit-vectors in Z3 then Bitwuzla; the integer stage once more without facts), :func:`solve`,
+:func:`decide_query` (a vectorised concrete probe, then the solver, then minimisation),
+:func:`minimize` (the lexicographically smallest shape: batch, nhead_q, seqlen_q, ...; each
+"nothing smaller fails" decided on the narrowed sub-domain, :meth:`Query.solve_within`),
+:func:`query_key` (the structural cache key), :func:`array_facts` and the variable ranges.
+Every model a solver returns is checked by evaluation (:func:`violates`) before it is believed.  May import addrsim.ir, addrsim.backends, addrsim.model and
 prove.probe/machines/options.
 """
 from __future__ import annotations
@@ -14,12 +16,14 @@ import hashlib
 import math
 from typing import Dict, List, Optional, Tuple
 
+import numpy as np
 import z3
 
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.model.models import SHAPE_VARS, Problem
-from addrsim.prove.probe import probe, shrink
+from addrsim.prove.probe import _Batch, probe, shrink, uniform_arrays
+from addrsim.backends.vector import NoVec
 from addrsim.backends.z3_bv import holds_bv, to_bv
 from addrsim.backends.z3_int import IntEncoder
 from addrsim.backends.ideal import ideal_evaluate, kept_wraps
@@ -52,14 +56,14 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
     names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     keep = kept_wraps(conds + [claim]) if arith == "int" else None
-    model = probe(conds, claim, ranges, order, names, keep=keep)
+    q = Query(conds, claim, ranges, rlimit, arith)
+    model = None if q.identity else probe(conds, claim, ranges, order, names, keep=keep,
+                                              arrays=getattr(prob, "array_specs", None))
     if model is not None:
         if min_ru <= 0:
             return "refuted", model, None, False, None, 0
-        q = Query(conds, claim, ranges, rlimit, arith)
         model, minimal = minimize(q, model, prob, min_ru)
         return "refuted", model, None, minimal, None, q.used
-    q = Query(conds, claim, ranges, rlimit, arith)
     verdict, model, why = q.solve()
     if verdict != "refuted":
         return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
@@ -137,20 +141,30 @@ class Query:
     """The negated claim under the conditions, encoded once over integers (exact encoding)
     and lazily over bit-vectors; bounds on single variables are added per call.
 
+    In bv mode the integer encoding first learns the conditions' facts (dominance such as
+    ``batch_id < batch``, monomial bounds from the memory and exact-argument layers,
+    divisibility; :class:`addrsim.ir.poly.Facts`): a product they keep inside its width gets
+    no ``mod``, and when the claim's two sides are then one polynomial over atoms
+    (``identity``) it is proved with no solver call at all.
+
     Every check runs in a solver of its own context on a resource limit
     (:class:`addrsim.backends.z3_run.Isolated`): ``rlimit`` resource units per call, the
     the integer stage INT_SHARE of it in bv mode (all of it in int mode), its first try
     FIRST_TRY_RU, each no-wrap obligation DISCHARGE_RU (DISCHARGE_TOTAL_RU for all).  ``used`` is the units spent so far: a function of the query alone."""
 
-    def __init__(self, conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv"):
+    def __init__(self, conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv",
+                 facts: bool = True):
         self.conds, self.claim, self.rlimit = conds, claim, int(rlimit)
         self.arith = arith
+        self.use_facts = facts and arith != "int"
+        self._plain_tried = not self.use_facts
         self.ranges = dict(ranges)
         self.ranges.update(_ptr_ranges(conds + [claim]))
         self.keep = kept_wraps(conds + [claim]) if arith == "int" else frozenset()
-        self.enc = IntEncoder(self.ranges, ideal=arith == "int", keep=self.keep)
+        self.enc = self._encoder()
         self._spent = 0                       # units of solvers already dropped
         self.si = self._int_solver()
+        self.identity = self.enc.implied(claim)   # proved by polynomial arithmetic (issue 14, item 1)
         self.sb = None
         self.bvars = None
         self.bmemo = None
@@ -163,6 +177,12 @@ class Query:
     def used(self) -> int:
         """Resource units spent by every check of this query."""
         return self._spent + self.si.used + (self.sb.used if self.sb is not None else 0)
+
+    def _encoder(self, nowrap=frozenset()) -> IntEncoder:
+        """The integer encoding; in bv mode it learns the conditions' facts first (no-wrap
+        from dominance and monomial bounds, :class:`addrsim.ir.poly.Facts`)."""
+        return IntEncoder(self.ranges, ideal=self.arith == "int", keep=self.keep, nowrap=nowrap,
+                          facts_from=self.conds if self.use_facts else None)
 
     def _int_solver(self) -> Isolated:
         iso = Isolated()
@@ -213,7 +233,7 @@ class Query:
             return
         self.discharged = "changed"
         self.nowrap_proved = len(nowrap)
-        self.enc = IntEncoder(self.ranges, ideal=self.arith == "int", keep=self.keep, nowrap=nowrap)
+        self.enc = self._encoder(nowrap)
         self._spent += self.si.used
         self.si = self._int_solver()
 
@@ -259,14 +279,10 @@ class Query:
         bounds = bounds or {}
         ru = int(rlimit or self.rlimit)
         iru = int_rlimit or (ru if self.arith == "int" else max(1, int(ru * INT_SHARE)))
+        if self.identity:
+            return "proved", None, None    # without a solver: the claim's sides are one polynomial
         if not self.use_bv:
-            first = not self.discharged and bool(self.enc.wrapped)
-            r, mdl, why = self._int_check(bounds, min(iru, FIRST_TRY_RU) if first else iru)
-            if r == z3.unknown and first:
-                # nonlinear wraps: discharge "this node does not wrap" as separate range
-                # obligations, then retry without their mod (DOMAIN.md section 6)
-                self._discharge()
-                r, mdl, why = self._int_check(bounds, iru)
+            r, mdl, why = self._int_stage(bounds, iru)
             if r == z3.unsat:
                 return "proved", None, None
             if mdl is not None and violates(self.conds, self.claim, mdl, self.keep if self.arith == "int" else None):
@@ -302,7 +318,59 @@ class Query:
             if self.sels:
                 return "unknown", None, "Bitwuzla's model leaves array contents addrsim cannot read back"
             return "unknown", None, "solver model does not violate the claim when evaluated (engine bug)"
+        plain = self._plain(bounds, iru) if not self.wallclock else None
+        if plain is not None:
+            return plain
         return "unknown", None, _gave_up(why, ru, self.wallclock, bitwuzla_run.AVAILABLE)
+
+    def _int_stage(self, bounds, iru):
+        """The integer encoding under ``bounds``: a first try, then (nonlinear wraps) the
+        no-wrap range obligations discharged and one more try (DOMAIN.md section 7).
+        (z3 result, model or None, reason_unknown)."""
+        first = not self.discharged and bool(self.enc.wrapped)
+        r, mdl, why = self._int_check(bounds, min(iru, FIRST_TRY_RU) if first else iru)
+        if r == z3.unknown and first:
+            self._discharge()
+            r, mdl, why = self._int_check(bounds, iru)
+        return r, mdl, why
+
+    def _plain(self, bounds, iru):
+        """Last resort of a bit-vector-mode query both solvers left undecided: the integer
+        stage once more on the encoding without facts (the same formula up to which ``mod``
+        are written, so Z3's nonlinear search takes another path; once per query), within
+        the integer stage's units.  ("proved" | "refuted", ...) or None."""
+        if self.arith == "int" or self._plain_tried:
+            return None
+        self._plain_tried = True
+        alt = Query(self.conds, self.claim, self.ranges, self.rlimit, self.arith, facts=False)
+        try:
+            r, mdl, _ = alt._int_stage(bounds, iru)
+        finally:
+            self._spent += alt.used
+            self.wallclock = self.wallclock or alt.wallclock
+        if r == z3.unsat:
+            return "proved", None, None
+        if mdl is not None and violates(self.conds, self.claim, mdl):
+            return "refuted", mdl, None
+        return None
+
+    def solve_within(self, bounds: Dict[str, Tuple[int, int]], rlimit: int, int_rlimit: int):
+        """:meth:`solve` on the sub-domain ``bounds`` (variable -> inclusive range), encoded
+        afresh over the narrowed ranges: the intervals and the facts then show most products
+        cannot wrap there, so the integer stage is nearly linear (minimisation fixes the earlier
+        variables and bounds the next).  The units it spends count in ``used``."""
+        ranges = dict(self.ranges)
+        for k, (lo, hi) in bounds.items():
+            a, b = ranges.get(k, (lo, hi))
+            ranges[k] = (max(a, lo), min(b, hi))
+        if any(lo > hi for lo, hi in ranges.values()):
+            return "proved", None, None          # an empty sub-domain holds no counterexample
+        sub = Query(self.conds, self.claim, ranges, rlimit, self.arith)
+        try:
+            return sub.solve({}, rlimit, int_rlimit)
+        finally:
+            self._spent += sub.used
+            self.wallclock = self.wallclock or sub.wallclock
 
     def _bitwuzla(self, s: Isolated, ru: int):
         """The second solver on the same bit-vector formula, within ``ru`` resource units'
@@ -367,7 +435,7 @@ ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_
 # Budgets of the stages, in Z3 resource units (addrsim.backends.z3_run.RU = 1 Mru)
 # Z3 counts far fewer units per second in nonlinear integer arithmetic (0.03-0.4 Mru/s
 # measured) than on bit-vectors (1-4 Mru/s), so the integer stages get smaller budgets.
-INT_SHARE = 0.1              # in bv mode, the integer stage gets this share of a query's budget
+INT_SHARE = 0.3              # in bv mode, the integer stage gets this share of a query's budget
 CLASSIFY_RU = RU // 2        # the int-mode query that classifies a counterexample
 FIRST_TRY_RU = RU // 10      # integer query before range obligations are discharged (then its share)
 DISCHARGE_RU = RU // 2       # one no-wrap obligation of the integer encoding
@@ -408,11 +476,11 @@ def _least(q: Query, model, var: str, lo: int, names, attempt):
     return best
 
 
-def _probe_within(q: Query, bounds, order, pnames):
+def _probe_within(q: Query, bounds, order, pnames, arrays=None):
     """A counterexample of ``q`` inside ``bounds`` found by the concrete probe (deterministic
     sampling, :func:`addrsim.prove.probe.probe`), or None."""
     ranges = dict(q.ranges, **bounds)
-    m = probe(q.conds, q.claim, ranges, order, pnames, keep=q.keep if q.arith == "int" else None)
+    m = probe(q.conds, q.claim, ranges, order, pnames, keep=q.keep if q.arith == "int" else None, arrays=arrays)
     if m is None or any(not lo <= m.get(k, lo) <= hi for k, (lo, hi) in bounds.items()):
         return None
     return m
@@ -429,11 +497,75 @@ def _eval_floor(q: Query, model, var: str, lo: int, names):
     while a < b:
         mid = (a + b) // 2
         t = _lowered(model, var, mid, names)
-        if violates(q.conds, q.claim, t, keep):
+        if names.get("arrays") and not violates(q.conds, q.claim, t, keep):
+            t = uniform_arrays(t, names["arrays"])    # sequence starts that fit the smaller shape
+        if not violates(q.conds, q.claim, t, keep) and keep is None:
+            t = _raised(q, t, var, names)     # a smaller batch may need more heads or a longer sequence
+        if t is not None and violates(q.conds, q.claim, t, keep):
             best, b = t, mid
         else:
             a = mid + 1
     return best
+
+
+RAISE = ("nhead_q", "seqlen_q", "seqlen_k")
+RAISE_GRID = 48       # candidate values per variable and refinement round
+
+
+def _raised(q: Query, t, var: str, names):
+    """``t`` with the shape variables after ``var`` (nhead_q, seqlen_q, seqlen_k) raised, in
+    that order, to about the largest value the conditions allow (evaluated over a grid of
+    candidates at once, :class:`addrsim.prove.probe._Batch`; multiples of 64 included for the
+    sequence traits), and the grid ids to the last workgroup (batch_id = batch - 1,
+    head_id = nhead_q - 1): a 32-bit wrap lost by a smaller batch shows again there.  None
+    when the point does not fit or numpy cannot evaluate the conditions."""
+    later = [v for v in RAISE if v in t and ORDER.index(v) > ORDER.index(var)] if var in ORDER else []
+    t = dict(t)
+    try:
+        for v in later:
+            t = _raise_one(q, t, v, names)
+        t = _last_ids(t, names)
+        if not _Batch(q.conds, q.claim, [t], names.get("arrays")).fits()[0]:
+            return None
+    except NoVec:
+        return None
+    return uniform_arrays(t, names.get("arrays"))
+
+
+def _last_ids(t, names):
+    t = dict(t)
+    if names["batch"] in t and "batch" in t:
+        t[names["batch"]] = max(t["batch"] - 1, 0)
+    if names["head"] in t and "nhead_q" in t:
+        t[names["head"]] = max(t["nhead_q"] - 1, 0)
+    return t
+
+
+def _raise_one(q: Query, t, v: str, names):
+    hi = q.ranges.get(v, (t[v], t[v]))[1]
+    lo = t[v]
+    for _ in range(2):                                   # a coarse grid, then between its last two fits
+        if lo >= hi:
+            break
+        step = max(1, (hi - lo) // RAISE_GRID)
+        cands = sorted({min(hi, lo + j * step) for j in range(RAISE_GRID + 1)} |
+                       {c - c % 64 for c in range(lo, hi + 1, step) if c - c % 64 >= lo} | {hi})
+        trials = [_last_ids(_with(t, v, c), names) for c in cands]
+        ok = np.flatnonzero(_Batch(q.conds, q.claim, trials, names.get("arrays")).fits())
+        if not len(ok):
+            break
+        k = int(ok[-1])
+        t = _with(t, v, cands[k])
+        lo, hi = cands[k], (cands[k + 1] - 1 if k + 1 < len(cands) else cands[k])
+    return t
+
+
+def _with(t, v: str, x: int):
+    u = dict(t)
+    if v == "seqlen_q" and u.get("seqlen_k") == u["seqlen_q"]:
+        u["seqlen_k"] = x
+    u[v] = x
+    return u
 
 
 def _lowered(model, var: str, x: int, names):
@@ -469,6 +601,8 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     names = {"batch": grid["z"].name, "head": grid["y"].name}
     pnames = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     start = q.used
+    arrays = getattr(prob, "array_specs", None)
+    names["arrays"] = arrays
     spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
     for var in order:
@@ -483,10 +617,10 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
                 return "stop", None
             b = dict(fixed)
             b[var] = (lo, ub)
-            m = _probe_within(q, b, order, pnames) if var in ORDER else None   # by evaluation first
+            m = _probe_within(q, b, order, pnames, arrays) if var in ORDER else None   # by evaluation first
             if m is not None:
                 return "sat", m
-            v, m, _ = q.solve(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
+            v, m, _ = q.solve_within(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
             if v == "unknown":
                 minimal = False
                 return "stop", None
@@ -499,5 +633,5 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
         rest = [v for v in order if v in model and (v not in fixed or spent())]
         model = dict(model, **shrink(q.conds, q.claim, q.ranges, rest, {k: v for k, v in model.items()
                                                                           if not k.endswith("[]")},
-                                     keep=q.keep if q.arith == "int" else None))
+                                     keep=q.keep if q.arith == "int" else None, arrays=arrays))
     return model, minimal

@@ -1,0 +1,187 @@
+"""Polynomials over atoms, and bounds on them from facts: no-wrap without a solver.
+
+A :data:`Poly` is the exact value of an IR node as a polynomial with integer coefficients
+over *atoms*: a symbol, or a node that is not a sum or product (a division, a shift right, a
+wrapped result, a fresh abstraction).  Every atom is a non-negative integer (an IR value is
+unsigned), with an interval.  :class:`Facts` holds what the query's conditions say about
+the atoms: ``a <= b + k`` (dominance: ``batch_id < batch``, ``seqlen_q == seqlen_k``),
+monomial bounds ``m <= B`` (read off a condition ``c1*m1 + c2*m2 + ... <= K`` with positive
+coefficients: the device-memory layer, the exact-argument layer) and divisibility
+(``nhead_q mod nhead_k == 0``).  :meth:`Facts.bound` bounds a polynomial from them: the idea
+of LLVM ScalarEvolution's no-wrap-from-ranges, with the memory constraint supplying the
+ranges of products (issue 14, item 1).
+
+Units: whatever the node's are (bytes for an address, elements for a count); bounds are
+inclusive.  Imports nothing of addrsim outside the IR.
+"""
+from __future__ import annotations
+
+from itertools import product as _product
+from typing import Dict, List, Optional, Tuple
+
+Mono = Tuple[Tuple[object, int], ...]      # sorted ((atom key, power), ...); () is the constant
+Poly = Dict[Mono, int]                     # monomial -> non-zero coefficient
+
+MAX_TERMS = 48        # larger polynomials are not tracked (the node becomes an atom)
+MAX_DEGREE = 8
+MAX_REWRITES = 64     # dominance rewrites tried per monomial
+
+
+def const(c: int) -> Poly:
+    return {(): c} if c else {}
+
+
+def atom(key) -> Poly:
+    return {((key, 1),): 1}
+
+
+def add(a: Poly, b: Poly, sign: int = 1) -> Optional[Poly]:
+    out = dict(a)
+    for m, c in b.items():
+        v = out.get(m, 0) + sign * c
+        if v:
+            out[m] = v
+        else:
+            out.pop(m, None)
+    return out if len(out) <= MAX_TERMS else None
+
+
+def scale(a: Poly, k: int) -> Poly:
+    return {m: c * k for m, c in a.items()} if k else {}
+
+
+def _mono_mul(x: Mono, y: Mono) -> Mono:
+    d = dict(x)
+    for k, p in y:
+        d[k] = d.get(k, 0) + p
+    return tuple(sorted(d.items(), key=repr))
+
+
+def mul(a: Poly, b: Poly) -> Optional[Poly]:
+    if len(a) * len(b) > MAX_TERMS * 4:
+        return None
+    out: Poly = {}
+    for (ma, ca), (mb, cb) in _product(a.items(), b.items()):
+        m = _mono_mul(ma, mb)
+        if sum(p for _, p in m) > MAX_DEGREE:
+            return None
+        v = out.get(m, 0) + ca * cb
+        if v:
+            out[m] = v
+        else:
+            out.pop(m, None)
+    return out if len(out) <= MAX_TERMS else None
+
+
+def single_atom(p: Optional[Poly]):
+    """The atom key when ``p`` is exactly one atom (coefficient 1), else None."""
+    if p and len(p) == 1:
+        (m, c), = p.items()
+        if c == 1 and len(m) == 1 and m[0][1] == 1:
+            return m[0][0]
+    return None
+
+
+class Facts:
+    """What the conditions of one query say about its atoms (each fact holds in every model
+    of the conditions).  ``interval[key]`` is an atom's (lo, hi); ``below[key]`` the list of
+    (other, k) with ``key <= other + k``; ``mono`` the (monomial, B) with ``monomial <= B``;
+    ``divides`` the (c, d) with ``c mod d == 0``."""
+
+    def __init__(self):
+        self.interval: Dict[object, Tuple[int, int]] = {}
+        self.below: Dict[object, List[Tuple[object, int]]] = {}
+        self.mono: List[Tuple[Dict[object, int], int]] = []
+        self.divides = set()
+
+    # ------------------------------------------------------------------ learning
+
+    def dominate(self, a, b, k: int) -> None:
+        """Record ``a <= b + k``."""
+        if a != b:
+            self.below.setdefault(a, []).append((b, k))
+
+    def upper(self, p: Poly, limit: int) -> None:
+        """Record what ``p <= limit`` says about each monomial of ``p`` (all coefficients
+        positive, every atom non-negative: each monomial is at most what the others leave)."""
+        if not p or any(c <= 0 for c in p.values()):
+            return
+        lows = {m: c * self._mono_lo(m) for m, c in p.items()}
+        total = sum(lows.values())
+        for m, c in p.items():
+            if m == ():
+                continue
+            room = limit - (total - lows[m])
+            if room < 0:
+                continue
+            self.mono.append((dict(m), room // c))
+
+    # ------------------------------------------------------------------ bounds
+
+    def iv(self, key) -> Tuple[int, int]:
+        return self.interval.get(key, (0, 1 << 64))
+
+    def _mono_lo(self, m: Mono) -> int:
+        lo = 1
+        for k, p in m:
+            lo *= self.iv(k)[0] ** p
+        return lo
+
+    def _mono_hi_range(self, m: Dict[object, int]) -> int:
+        hi = 1
+        for k, p in m.items():
+            hi *= self.iv(k)[1] ** p
+        return hi
+
+    def _rewrites(self, m: Mono):
+        """Monomials at least as large as ``m`` (each atom replaced by itself or by an atom
+        that dominates it with k <= 0, transitively), as {atom: power}."""
+        options = []
+        for k, p in m:
+            opts, seen, todo = [k], {k}, [k]
+            while todo:
+                a = todo.pop()
+                for b, off in self.below.get(a, ()):
+                    if off <= 0 and b not in seen:
+                        seen.add(b)
+                        opts.append(b)
+                        todo.append(b)
+            options.append([(o, p) for o in opts])
+        for n, combo in enumerate(_product(*options)):
+            if n >= MAX_REWRITES:
+                return
+            d: Dict[object, int] = {}
+            for k, p in combo:
+                d[k] = d.get(k, 0) + p
+            yield d
+
+    def mono_hi(self, m: Mono) -> int:
+        """An upper bound of the monomial ``m``: the product of its atoms' upper bounds, or,
+        after dominance rewrites, a monomial fact covering part of it (the rest by ranges)."""
+        best = self._mono_hi_range(dict(m))
+        for d in self._rewrites(m):
+            best = min(best, self._mono_hi_range(d))
+            for fm, fb in self.mono:
+                inter = {k: min(p, fm[k]) for k, p in d.items() if k in fm}
+                if not inter:
+                    continue
+                rest_f = 1
+                for k, p in fm.items():
+                    rest_f *= self.iv(k)[0] ** (p - inter.get(k, 0))
+                if rest_f < 1:
+                    continue
+                rest_m = {k: p - inter.get(k, 0) for k, p in d.items() if p - inter.get(k, 0) > 0}
+                best = min(best, (fb // rest_f) * self._mono_hi_range(rest_m))
+        return best
+
+    def bound(self, p: Poly) -> Tuple[int, int]:
+        """(lo, hi) of the polynomial ``p`` in every model of the conditions."""
+        lo = hi = 0
+        for m, c in p.items():
+            mlo = self._mono_lo(m)
+            mhi = self.mono_hi(m) if m else 1
+            if c > 0:
+                lo, hi = lo + c * mlo, hi + c * mhi
+            else:
+                lo, hi = lo + c * mhi, hi + c * mlo
+        return lo, hi

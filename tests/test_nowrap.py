@@ -1,0 +1,232 @@
+"""No-wrap and identities without a solver (addrsim.ir.poly, the facts of
+addrsim.backends.z3_int.IntEncoder), and the vectorised probe (addrsim.prove.probe).
+
+Specification: a product that a kernel computes in 32 bits, ``256*head_id*seqlen_q`` with
+``head_id < nhead_q``, cannot wrap when the exact-argument layer says
+``256*nhead_q*seqlen_q < 2**32``: the integer encoding then has no ``mod`` for it, although
+interval arithmetic over the shape bounds alone (head_id < 256, seqlen_q <= 2**20) allows
+2**36.  ``256*batch_id*nhead_q*seqlen_q``, which the device-memory layer bounds only by
+192 GiB, keeps its ``mod``: it really wraps.  Every encoding with facts gives each node its
+machine value at every point of the conditions; the LSE formula's identity is decided by
+polynomial arithmetic with no solver budget at all; a wrong formula is not.
+"""
+import random
+
+import numpy as np
+import pytest
+import z3
+
+from addrsim.backends.z3_int import IntEncoder
+from addrsim.ir import expr as X
+from addrsim.ir import poly as P
+from addrsim.ir.expr import Const, Sym
+from addrsim.prove import probe as PR
+from addrsim.prove.query import Query
+
+B, H, S = (Sym(n, 64, "shape") for n in ("batch", "nhead_q", "seqlen_q"))
+BID, HID = Sym("batch_id", 32, "id"), Sym("head_id", 32, "id")
+RANGES = {"batch": (1, 4096), "nhead_q": (1, 256), "seqlen_q": (1, 1 << 20), "batch_id": (0, 4095),
+          "head_id": (0, 255)}
+GIB192 = 192 << 30
+
+
+def c64(v):
+    return Const(v, 64)
+
+
+def u32(e):
+    return X.extract(e, 31, 0)
+
+
+def domain(exact_layer=True):
+    """Shape bounds, the grid (ids below their dimensions), device memory (the q tensor:
+    batch*nhead_q*seqlen_q*128 bf16 elements), and the exact-argument layer (the batch stride
+    256*nhead_q*seqlen_q bytes fits a u32 argument)."""
+    conds = []
+    for v in (B, H, S):
+        lo, hi = RANGES[v.name]
+        conds.append(X.band(X.ule(c64(lo), v), X.ule(v, c64(hi))))
+    conds += [X.ult(X.zext(BID, 64), B), X.ult(X.zext(HID, 64), H),
+              X.ule(X.mul(X.mul(X.mul(B, H), S), c64(256)), c64(GIB192))]
+    if exact_layer:
+        conds.append(X.ule(X.mul(X.mul(H, S), c64(256)), c64(0xFFFFFFFF)))
+    return conds
+
+
+def head_offset():
+    """256*head_id*seqlen_q computed in 32 bits (s_mul_i32 twice)."""
+    return X.mul(X.mul(HID, u32(S)), Const(256, 32))
+
+
+def batch_offset():
+    return X.mul(X.mul(X.mul(BID, u32(H)), u32(S)), Const(256, 32))
+
+
+def wrapped_nodes(conds, e, facts=True):
+    enc = IntEncoder(RANGES, facts_from=conds if facts else None)
+    for c in conds:
+        enc.holds(c)
+    enc.enc(e)
+    return enc, {id(n) for n, _, _ in enc.wrapped}
+
+
+def test_grid_dominance_and_the_exact_layer_keep_a_32_bit_product_from_wrapping():
+    e = head_offset()
+    _, plain = wrapped_nodes(domain(), e, facts=False)
+    enc, with_facts = wrapped_nodes(domain(), e)
+    assert id(e) in plain                    # intervals alone: 256*255*2**20 >= 2**32
+    assert id(e) not in with_facts and enc.nowrap_by_facts >= 1
+    assert enc.interval(e)[1] <= 0xFFFFFFFF
+
+
+def test_without_the_exact_layer_the_same_product_may_wrap():
+    e = head_offset()
+    _, with_facts = wrapped_nodes(domain(exact_layer=False), e)
+    assert id(e) in with_facts               # 192 GiB of memory does not bound it by 2**32
+
+
+def test_a_product_that_really_wraps_keeps_its_mod():
+    e = batch_offset()
+    _, with_facts = wrapped_nodes(domain(), e)
+    assert id(e) in with_facts               # batch_id*nhead_q*seqlen_q*256 reaches 2**32 in memory
+
+
+def _points(conds, n, seed):
+    rnd = random.Random(seed)
+    out = []
+    while len(out) < n:
+        env = {"batch": rnd.choice([1, 2, 3, 64, 4096]), "nhead_q": rnd.choice([1, 2, 9, 16, 255, 256]),
+               "seqlen_q": rnd.choice([1, 64, 986944, 1 << 16, 1 << 20])}
+        env["batch_id"] = rnd.randrange(env["batch"])
+        env["head_id"] = rnd.randrange(env["nhead_q"])
+        if all(X.evaluate(c, env) == 1 for c in conds):
+            out.append(env)
+    return out
+
+
+@pytest.mark.parametrize("exact_layer", [True, False])
+def test_the_encoding_with_facts_gives_every_node_its_machine_value(exact_layer):
+    conds = domain(exact_layer)
+    e = X.add(X.add(batch_offset(), head_offset()), X.mul(u32(S), Const(4, 32)))
+    enc = IntEncoder(RANGES, facts_from=conds)
+    for c in conds:
+        enc.holds(c)
+    t = enc.enc(e)
+    for env in _points(conds, 25, seed=exact_layer):
+        s = z3.Solver()
+        s.add(*enc.side, *[enc.vars[k] == v for k, v in env.items() if k in enc.vars])
+        s.add(t != X.evaluate(e, env))
+        assert s.check() == z3.unsat, env
+
+
+def test_bounds_from_a_memory_fact_cover_part_of_a_monomial():
+    F = P.Facts()
+    F.interval.update({"b": (1, 4096), "h": (1, 256), "s": (1, 1 << 20), "hid": (0, 255)})
+    F.dominate("hid", "h", -1)
+    F.upper({(("h", 1), ("s", 1)): 256}, 0xFFFFFFFF)
+    lo, hi = F.bound({(("hid", 1), ("s", 1)): 256})
+    assert (lo, hi) == (0, 256 * (0xFFFFFFFF // 256))
+    lo, hi = F.bound({(("b", 1), ("hid", 1), ("s", 1)): 256})
+    assert hi == 4096 * 256 * (0xFFFFFFFF // 256)          # the batch factor from its range
+    assert F.bound(P.add(P.atom("s"), P.const(-1))) == (0, (1 << 20) - 1)
+
+
+def _lse_claim(wrong=False):
+    """The LSE slice base at (batch_id, head_id) minus the one at (0, 0), 64-bit, against
+    batch_id*nhead_q*Hs_lsed + head_id*Hs_lsed with Hs_lsed = 4*seqlen_q bytes."""
+    hs = X.mul(S, c64(4))
+    def base(bid, hid):
+        return X.add(X.mul(X.mul(bid, H), hs), X.mul(hid, hs))
+    zero = c64(0)
+    a = X.add(Sym("LSE", 64, "ptr"), base(X.zext(BID, 64), X.zext(HID, 64)))
+    a00 = X.add(Sym("LSE", 64, "ptr"), base(zero, zero))
+    stride = X.mul(B, hs) if wrong else X.mul(H, hs)        # the SBHD bug borrows a batch stride
+    expected = X.add(X.mul(X.zext(BID, 64), stride), X.mul(X.zext(HID, 64), hs))
+    return X.eq(a, X.add(a00, expected))
+
+
+def test_an_identity_is_proved_without_a_solver():
+    q = Query(domain(), _lse_claim(), RANGES, rlimit=1)
+    assert q.identity
+    assert q.solve()[0] == "proved" and q.used == 0
+
+
+def test_a_wrong_formula_is_no_identity():
+    q = Query(domain(), _lse_claim(wrong=True), RANGES, rlimit=10 ** 7)
+    assert not q.identity
+    v, model, _ = q.solve()
+    assert v == "refuted" and model["batch"] != model["nhead_q"]
+
+
+# ----------------------------------------------------------------------------- probe
+
+def test_vectorised_evaluation_agrees_with_the_evaluator_point_by_point():
+    conds = domain(exact_layer=False)
+    claim = X.eq(X.zext(X.add(batch_offset(), head_offset()), 64),
+                 X.add(X.mul(X.mul(X.mul(X.zext(BID, 64), H), S), c64(256)),
+                       X.mul(X.mul(X.zext(HID, 64), S), c64(256))))
+    rnd = random.Random(3)
+    envs = []
+    for _ in range(300):
+        env = {"batch": rnd.choice([1, 2, 4096, 5000]), "nhead_q": rnd.choice([1, 9, 256]),
+               "seqlen_q": rnd.choice([1, 64, 986944, 1 << 20, 1 << 21])}
+        env["batch_id"] = rnd.randrange(env["batch"] + 1)          # sometimes outside the grid
+        env["head_id"] = rnd.randrange(env["nhead_q"] + 1)
+        envs.append(env)
+    b = PR._Batch(conds, claim, envs)
+    fits, fails = b.fits(), b.fails()
+    for i, env in enumerate(envs):
+        assert fits[i] == PR._fits(conds, env)
+        assert fails[i] == PR._holds(conds, claim, env)
+    assert fails.any() and fits.any() and not fails.all()
+
+
+def test_the_probe_returns_a_checked_counterexample_of_a_32_bit_wrap():
+    conds = domain(exact_layer=False)
+    claim = X.eq(X.zext(batch_offset(), 64), X.mul(X.mul(X.mul(X.zext(BID, 64), H), S), c64(256)))
+    grid = {"batch": "batch_id", "head": "head_id", "tile": "tile", "lane": "lane"}
+    order = ["batch", "nhead_q", "seqlen_q", "batch_id", "head_id"]
+    m = PR.probe(conds, claim, RANGES, order, grid)
+    assert m is not None and PR._holds(conds, claim, m)
+    assert 256 * m["batch_id"] * m["nhead_q"] * m["seqlen_q"] >= 1 << 32
+    assert np.uint64(0).dtype == np.uint64      # numpy present: the vectorised path ran
+
+
+def test_group_mode_sequence_starts_are_probed_with_uniform_arrays():
+    """Group mode: the row of a query token is seqstart_q[batch_id] + row, read from an int32
+    array; its 32-bit byte offset (4*hdim_q bytes per row, hdim 64) wraps once
+    seqstart_q[batch_id] >= 2**24.  The probe fills the array uniformly (entry i is
+    i*seqlen_q, total_q the last entry), so the array facts hold and the point replays."""
+    from types import SimpleNamespace
+    from addrsim.prove.query import array_facts
+    arr = Sym("seqstart_q", 48, "array")
+    tq = Sym("total_q", 64, "shape")
+    spec = {"first": c64(0), "last": tq, "step_max": S, "step_min": c64(1), "count": X.add(B, c64(1))}
+    prob = SimpleNamespace(array_specs={"seqstart_q": spec})
+    start = X.select(arr, X.mul(X.zext(BID, 64), c64(4)))
+    claim = X.eq(X.zext(X.mul(start, Const(256, 32)), 64), X.mul(X.zext(start, 64), c64(256)))
+    conds = domain(exact_layer=False) + [X.ule(tq, c64(1 << 30))]
+    conds += array_facts(conds + [claim], prob)
+    grid = {"batch": "batch_id", "head": "head_id", "tile": "tile", "lane": "lane"}
+    ranges = dict(RANGES, total_q=(1, 1 << 30))
+    order = ["batch", "nhead_q", "seqlen_q", "total_q", "batch_id", "head_id"]
+    assert PR.probe(conds, claim, ranges, order, grid) is None          # no spec: nothing probed
+    m = PR.probe(conds, claim, ranges, order, grid, arrays=prob.array_specs)
+    assert m is not None and PR._holds(conds, claim, m)
+    assert m["seqstart_q[]"][4 * m["batch_id"]] * 256 >= 1 << 32
+    assert m["total_q"] == m["seqstart_q[]"][4 * m["batch"]]
+
+
+def test_an_opaque_exec_mask_is_probed_with_every_lane_active():
+    """A lane's access is guarded by its EXEC bit, which addrsim holds as an opaque 64-bit
+    value after a per-lane write; the probe tries it all ones (every lane active) and finds
+    the wrap (a solver model would be replayed the same way before it is reported)."""
+    exec_ = Sym("opaque1", 64, "opaque")
+    lane = Sym("lane", 32, "lane")
+    active = X.eq(X.extract(X.lshr(exec_, X.zext(lane, 64)), 0, 0), Const(1, 1))
+    conds = domain(exact_layer=False) + [active, X.ult(lane, Const(64, 32))]
+    claim = X.eq(X.zext(batch_offset(), 64), X.mul(X.mul(X.mul(X.zext(BID, 64), H), S), c64(256)))
+    grid = {"batch": "batch_id", "head": "head_id", "tile": "tile", "lane": "lane"}
+    m = PR.probe(conds, claim, dict(RANGES, lane=(0, 63)), ["batch", "nhead_q", "seqlen_q", "batch_id"], grid)
+    assert m is not None and PR._holds(conds, claim, m)
+    assert (m["opaque1"] >> m["lane"]) & 1
