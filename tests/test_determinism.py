@@ -66,3 +66,22 @@ def test_a_proof_out_of_budget_is_unknown_and_says_its_budget(tmp_path):
     assert c["verdict"] == "unknown" and "0.0001 Mru" in c["reason"], c["reason"]
     (c,) = verify(co, **kw)["kernels"][0]["checks"]
     assert c["verdict"] == "proved"
+
+
+def test_a_check_does_not_depend_on_which_other_buffers_are_asked_for(corpus):
+    """Q's accesses inside the main loop of this kernel come after its first access: a path
+    explored only until Q is touched never sees them, and Q/SBHD was "proved" alone but
+    "unknown" (its loop step undecided) beside dK and dV, which are stored after the loop.  Exploration follows every
+    model buffer of the kernel whatever is selected, so both runs see the same loop."""
+    from addrsim.api import verify
+    co = corpus / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_bf16_a32_rtna.co"
+    budgets = {"query_mru": 3, "min_mru": 1, "check_mru": 10}
+
+    def q_check(buffers):
+        rep = verify(co, buffers=buffers, layouts=["sbhd"], properties=["address"], cache={}, **budgets)
+        c = next(c for c in rep["kernels"][0]["checks"] if c["buffer"] == "q")
+        return c["verdict"], c.get("reason"), c.get("all_iterations")
+
+    alone, beside = q_check(["q"]), q_check(["q", "dk", "dv"])    # dK, dV: stored after the loop
+    assert alone == beside
+    assert alone[0] != "proved" or alone[2]       # a proof covers the loop's later iterations
