@@ -230,3 +230,33 @@ def test_an_opaque_exec_mask_is_probed_with_every_lane_active():
     m = PR.probe(conds, claim, dict(RANGES, lane=(0, 63)), ["batch", "nhead_q", "seqlen_q", "batch_id"], grid)
     assert m is not None and PR._holds(conds, claim, m)
     assert (m["opaque1"] >> m["lane"]) & 1
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_offset_arithmetic_keeps_its_machine_value_under_the_facts(seed):
+    """Random 32- and 64-bit sums and products of shape variables, workgroup ids, their
+    quotients (a GQA-style udiv) and constants, as a kernel's scalar code builds offsets:
+    at points of the domain the encoding with facts gives each its machine value."""
+    rnd = random.Random(seed)
+    leaves64 = [B, H, S, X.zext(BID, 64), X.zext(HID, 64), X.udiv(X.zext(HID, 64), X.udiv(H, c64(1)))]
+
+    def gen(depth, w):
+        if depth == 0 or rnd.random() < 0.3:
+            if rnd.random() < 0.3:
+                return Const(rnd.choice([1, 2, 4, 64, 128, 256, 49152]), w)
+            e = rnd.choice(leaves64)
+            return e if w == 64 else u32(e)
+        op = rnd.choice([X.add, X.mul, X.mul, X.sub])
+        return op(gen(depth - 1, w), gen(depth - 1, w))
+    conds = domain(exact_layer=rnd.random() < 0.5)
+    for _ in range(4):
+        e = gen(4, rnd.choice([32, 64]))
+        enc = IntEncoder(RANGES, facts_from=conds)
+        for c in conds:
+            enc.holds(c)
+        t = enc.enc(e)
+        for env in _points(conds, 6, seed=rnd.random()):
+            s = z3.Solver()
+            s.add(*enc.side, *[enc.vars[k] == v for k, v in env.items() if k in enc.vars])
+            s.add(t != X.evaluate(e, env))
+            assert s.check() == z3.unsat, (e, env)

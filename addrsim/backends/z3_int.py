@@ -427,8 +427,9 @@ def _quotient_facts(enc, n, al, bl) -> int:
         enc._udiv[enc.key(n)] = (kc, kd)
     lo = 1 if (kc, kd) in F.divides and al >= 1 and bl >= 1 else 0
     c2, d2 = enc._udiv.get(kd, (None, None))
-    if kc is not None and (c2, d2) in F.divides and any(b == c2 and k <= -1 for b, k in F.below.get(kc, ())):
-        F.dominate(enc.key(n), d2, -1)
+    if (kc is not None and (c2, d2) in F.divides and F.iv(c2)[0] >= 1 and F.iv(d2)[0] >= 1
+            and any(b == c2 and k <= -1 for b, k in F.below.get(kc, ()))):
+        F.dominate(enc.key(n), d2, -1)     # c2, d2 >= 1: the divisor c2/d2 is at least 1
     return lo
 
 

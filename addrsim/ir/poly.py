@@ -35,14 +35,19 @@ def atom(key) -> Poly:
     return {((key, 1),): 1}
 
 
+def _accumulate(out: Poly, m: Mono, c: int) -> None:
+    v = out.get(m, 0) + c
+    if v:
+        out[m] = v
+    else:
+        out.pop(m, None)
+
+
 def add(a: Poly, b: Poly, sign: int = 1) -> Optional[Poly]:
+    """``a + sign*b``; None when the result has more than MAX_TERMS monomials."""
     out = dict(a)
     for m, c in b.items():
-        v = out.get(m, 0) + sign * c
-        if v:
-            out[m] = v
-        else:
-            out.pop(m, None)
+        _accumulate(out, m, sign * c)
     return out if len(out) <= MAX_TERMS else None
 
 
@@ -58,6 +63,7 @@ def _mono_mul(x: Mono, y: Mono) -> Mono:
 
 
 def mul(a: Poly, b: Poly) -> Optional[Poly]:
+    """``a*b``; None past MAX_TERMS monomials or MAX_DEGREE."""
     if len(a) * len(b) > MAX_TERMS * 4:
         return None
     out: Poly = {}
@@ -65,11 +71,7 @@ def mul(a: Poly, b: Poly) -> Optional[Poly]:
         m = _mono_mul(ma, mb)
         if sum(p for _, p in m) > MAX_DEGREE:
             return None
-        v = out.get(m, 0) + ca * cb
-        if v:
-            out[m] = v
-        else:
-            out.pop(m, None)
+        _accumulate(out, m, ca * cb)
     return out if len(out) <= MAX_TERMS else None
 
 
