@@ -150,7 +150,7 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
     sub = Subject(k, src.co.arch, code, ms)
     t0 = time.time()
     m, _ = initial_machine(k, src.co.arch, ms)
-    ex = explore(code, m, lambda a: pointers_in(a.base), _exploration_targets(ms, k))
+    ex = explore(code, m, lambda a: pointers_in(a.base), {p for _, p in kbufs})
     explore_s = time.time() - t0
     checks = []
     for prop in properties:
@@ -172,13 +172,6 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
         if like is not None:
             entry["like"] = str(like)
     return entry
-
-
-def _exploration_targets(ms: ModelSet, k) -> set:
-    """The pointer arguments of every model buffer the kernel has, whatever the user selected:
-    a path is explored until it has touched all of them, so the accesses (and the loops) a
-    check sees, and so its verdict, do not depend on which other buffers were asked for."""
-    return {p for b in ms.buffers if (p := buffer_pointer(ms, k, b)) is not None}
 
 
 def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:
