@@ -68,15 +68,11 @@ def test_a_proof_out_of_budget_is_unknown_and_says_its_budget(tmp_path):
     assert c["verdict"] == "proved"
 
 
-@pytest.mark.xfail(strict=True, reason="known bug (issue 14 closing note, session 4): exploration stops a path "
-                   "once the selected buffers are touched, so Q's accesses in the main loop are seen only beside "
-                   "dK/dV; following every buffer exposes loop inductions that stay undecided (Q) or unsupported "
-                   "under routing (dO of the packed view, tests/test_trust.py)")
 def test_a_check_does_not_depend_on_which_other_buffers_are_asked_for(corpus):
     """Q's accesses inside the main loop of this kernel come after its first access: a path
-    explored only until Q is touched never sees them, and Q/SBHD was "proved" alone but
-    "unknown" (its loop step undecided) beside dK and dV, which are stored after the loop.  Both
-    runs must see the same loop."""
+    explored only until Q is touched never saw them, and Q/SBHD was "proved" alone but
+    "unknown" beside dK and dV, which are stored after the loop.  Exploration now runs every
+    path to its end whatever was selected: both runs see the same loop."""
     from addrsim.api import verify
     co = corpus / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_bf16_a32_rtna.co"
     budgets = {"query_mru": 3, "min_mru": 1, "check_mru": 10}

@@ -313,8 +313,43 @@ def _extract(enc, n, A, w):
     lo_b = n.params[1]
     a, al, ah = A[0]
     t = a / (1 << lo_b) if lo_b else a
-    ps = _polys(enc, n) if not lo_b else None
-    return enc._wrap(t, al >> lo_b, ah >> lo_b, w, poly=ps and ps[0])
+    ps = _polys(enc, n)
+    if not lo_b:
+        return enc._wrap(t, al >> lo_b, ah >> lo_b, w, poly=ps and ps[0])
+    high = _high_part(enc, ps[0], lo_b) if ps else None
+    if high is None:
+        return enc._wrap(t, al >> lo_b, ah >> lo_b, w)
+    hlo, hhi = enc.facts.bound(high)
+    r = enc._wrap(t, max(al >> lo_b, hlo), min(ah >> lo_b, hhi), w, poly=high)
+    if id(n) not in enc.polys:
+        # wrapped: the value is ``high mod 2**w``, one atom for every node of that polynomial
+        # (a V#'s stride field read from two copies of an advanced base: the same atom)
+        key = ("mod", w, tuple(sorted(high.items(), key=repr)))
+        enc.facts.interval[key] = (r[1], r[2])
+        enc.polys[id(n)] = P.atom(key)
+    return r
+
+
+def _high_part(enc, p, lo_b: int):
+    """``floor(p / 2**lo_b)`` as a polynomial when the facts show that the terms of ``p``
+    whose coefficients 2**lo_b does not divide (and the low part of its constant) lie in
+    [0, 2**lo_b): then the division is exact on the other terms.  None otherwise."""
+    if enc.facts is None or enc._learning:
+        return None
+    d = 1 << lo_b
+    high, rest = {}, {}
+    for m, c in p.items():
+        if m == ():
+            if c // d:
+                high[m] = c // d
+            if c % d:
+                rest[m] = c % d
+        elif c % d == 0:
+            high[m] = c // d
+        else:
+            rest[m] = c
+    rlo, rhi = enc.facts.bound(rest) if rest else (0, 0)
+    return high if 0 <= rlo and rhi < d else None
 
 
 def _zext(enc, n, A, w):

@@ -158,7 +158,7 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
                   f"access at {a.instr.addr:#x}", a.instr.addr)
         if a.instr.addr in first_pcs:
             # the cheap translation obligation first, the direct one if it does not hold
-            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids) + (direct,))
+            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids, delta) + (direct,))
         else:
             out.append(direct + (None,))
     return Induction("built", "", loop, out)
@@ -288,7 +288,8 @@ def _steps(pairs_pq, cone, pairs, syms, delta, canon, copies: _Copies):
         for lo, hi in pairs:
             vp = copies.p(X.concat(_value(p, syms[hi]), _value(p, syms[lo])))
             vq = copies.q(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))
-            out.append((conds, X.eq(vp, X.add(vq, delta[(lo, hi)])),
+            # the carries of s_add_u32/s_addc_u32 folded: the step is then a 64-bit sum
+            out.append((conds, X.fold_carries(X.eq(vp, X.add(vq, delta[(lo, hi)]))),
                         f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None))
     return out
 
@@ -308,13 +309,16 @@ def _opaque(e: Optional[Expr]) -> bool:
     return e is None or any(s.kind == "opaque" for s in X.symbols(e).values())
 
 
-def _translation(a, b, cone, pairs, syms, body, env, zero_ids):
+def _translation(a, b, cone, pairs, syms, body, env, zero_ids, delta):
     """Obligation: for free differences D and any two (0, 0)-copy states x and y (canonical
     pointer pairs), addr(x + D, ids) - addr(x, 0) == addr(y + D, ids) - addr(y, 0).  A
-    pair's D moves its low 48 bits only (its high 16 bits are equal in both workgroups)."""
+    pair's D moves its low 48 bits only (its high 16 bits are equal in both workgroups).
+    A register whose entry value is the same in every workgroup (``delta`` 0: a loop
+    counter, an LDS offset) has D = 0 by the invariant."""
     paired = {x for pr in pairs for x in pr}
-    d = {r: Sym(f"T({r})", 32, "carried") for r in cone - paired}
-    d.update({pr: Sym(f"T({pr[0]}:{pr[1]})", 48, "carried") for pr in pairs})
+    zero = lambda k: isinstance(delta.get(k), Const) and delta[k].value == 0     # noqa: E731
+    d = {r: Const(0, 32) if zero(r) else Sym(f"T({r})", 32, "carried") for r in cone - paired}
+    d.update({pr: Const(0, 48) if zero(pr) else Sym(f"T({pr[0]}:{pr[1]})", 48, "carried") for pr in pairs})
     conds: List[Expr] = []
 
     def instance(tag: str, shifted: bool) -> Dict[str, Expr]:

@@ -376,6 +376,98 @@ def concat(hi: Expr, lo: Expr) -> Expr:
     return _mk("concat", (hi, lo), hi.width + lo.width)
 
 
+def fold_carries(e: Expr, memo: Optional[dict] = None) -> Expr:
+    """``e`` with every 64-bit (generally, double-word) carry chain written as one sum:
+    ``concat(H + zext(carry), A + B)``, where ``carry`` is ``ult(A + B, A)`` (the SCC of
+    ``s_add_u32``, the VCC of ``v_add_co_u32``, consumed by ``s_addc_u32``/``v_addc_co_u32``:
+    MI300 ISA guide, 4.2 SALU and 6.2 VALU), is ``concat(H, B) + zext(A)``; and ``concat`` of
+    the high and low parts of one value ``E`` is ``E``.  Equal in bit-vector arithmetic for
+    every value (tests/test_nowrap.py checks it at random points); it leaves a formula the
+    solvers decide by ring arithmetic (:func:`addrsim.ir.poly.ring_identity`) where
+    bit-blasting the adders costs seconds (a loop's pointer step).  Linear in the DAG."""
+    return _fold_high_words(_fold_concats(e, {} if memo is None else memo), {})
+
+
+def _fold_concats(e: Expr, memo: dict) -> Expr:
+    k = id(e)
+    if k in memo:
+        return memo[k][1]
+    if isinstance(e, Op):
+        args = tuple(_fold_concats(a, memo) for a in e.args)
+        r = _fold_pair(args[0], args[1], memo.setdefault("digest", {}), 8) if e.op == "concat" else rebuild(e, args)
+        if isinstance(r, Op) and r.op == e.op and all(x is y for x, y in zip(r.args, e.args)):
+            r = e         # nothing folded: keep the node (its identity names its instruction)
+    else:
+        r = e
+    memo[k] = (e, r)
+    return r
+
+
+def _fold_high_words(e: Expr, memo: dict) -> Expr:
+    """A high word ``H + zext(ult(A + B, A))`` used on its own (a V#'s stride field read from
+    word 1 after the base was advanced) as the high half of the folded double-word sum."""
+    k = id(e)
+    if k in memo:
+        return memo[k][1]
+    r = e
+    if isinstance(e, Op):
+        r = rebuild(e, tuple(_fold_high_words(a, memo) for a in e.args))
+        low = _carried_low(r) if isinstance(r, Op) and r.op == "add" else None
+        if low is not None:
+            whole = _fold_pair(r, low, memo.setdefault("digest", {}), 8)
+            if not (isinstance(whole, Op) and whole.op == "concat"):
+                r = extract(whole, whole.width - 1, low.width)
+    memo[k] = (e, r)
+    return r
+
+
+def _carried_low(hi: Op) -> Optional[Expr]:
+    """The low word ``A + B`` whose carry ``hi`` adds, or None."""
+    for z in hi.args:
+        c = z.args[0] if isinstance(z, Op) and z.op == "zext" else None
+        if isinstance(c, Op) and c.op == "ult" and c.width == 1 and isinstance(c.args[0], Op) \
+                and c.args[0].op == "add" and any(c.args[1] is x for x in c.args[0].args):
+            return c.args[0]
+    return None
+
+
+def _same_tree(a: Expr, b: Expr, dmemo: dict) -> bool:
+    """Structurally equal, or two sums equal as polynomials modulo 2**width."""
+    if a is b or (a.width == b.width and digest(a, dmemo) == digest(b, dmemo)):
+        return True
+    if not (isinstance(a, Op) and isinstance(b, Op) and a.op == b.op == "add" and a.width == b.width):
+        return False
+    from addrsim.ir.poly import ring        # sums: equal as polynomials mod 2**width
+    pa, pb = ring(a, a.width, {"digest": dmemo}), ring(b, b.width, {"digest": dmemo})
+    return pa is not None and pa == pb
+
+
+def _fold_pair(hi: Expr, lo: Expr, dmemo: dict, depth: int) -> Expr:
+    """:func:`concat` of ``hi`` and ``lo`` with the carries of :func:`fold_carries` folded."""
+    w = hi.width + lo.width
+    if isinstance(hi, Op) and hi.op == "extract" and hi.params == (hi.args[0].width - 1, lo.width) \
+            and _same_tree(extract(hi.args[0], lo.width - 1, 0), lo, dmemo):
+        return hi.args[0]
+    if depth and isinstance(hi, Op) and hi.op == "add" and isinstance(lo, Op) and lo.op == "add":
+        for h, z in ((hi.args[0], hi.args[1]), (hi.args[1], hi.args[0])):
+            c = z.args[0] if isinstance(z, Op) and z.op == "zext" else None
+            if not (isinstance(c, Op) and c.op == "ult" and c.width == 1 and _same_tree(c.args[0], lo, dmemo)):
+                continue
+            if not any(_same_tree(c.args[1], x, dmemo) for x in lo.args):
+                continue
+            # the carry of lo = A + B: either operand may leave the pair (the value is
+            # H * 2**32 + A + B); keep the one whose own carry is in H, so chains fold
+            plain = None
+            for keep, out in ((lo.args[1], lo.args[0]), (lo.args[0], lo.args[1])):
+                inner = _fold_pair(h, keep, dmemo, depth - 1)
+                r = add(inner, zext(out, w))
+                if not (isinstance(inner, Op) and inner.op == "concat"):
+                    return r
+                plain = plain or r
+            return plain
+    return concat(hi, lo)
+
+
 def ite(c: Expr, a: Expr, b: Expr) -> Expr:
     _same(a, b)
     assert c.width == 1
@@ -395,7 +487,13 @@ def eq(a, b):
     return _mk("eq", (a, b), 1)
 
 
-def ult(a, b): _same(a, b); return _mk("ult", (a, b), 1)
+def ult(a, b):
+    _same(a, b)
+    if _is(b, 0):
+        return Const(0, 1)          # nothing is below 0 unsigned
+    return _mk("ult", (a, b), 1)
+
+
 def ule(a, b): _same(a, b); return _mk("ule", (a, b), 1)
 def slt(a, b): _same(a, b); return _mk("slt", (a, b), 1)
 def sle(a, b): _same(a, b); return _mk("sle", (a, b), 1)

@@ -187,3 +187,76 @@ class Facts:
             else:
                 lo, hi = lo + c * mhi, hi + c * mlo
         return lo, hi
+
+
+# ---------------------------------------------------------------------- identities mod 2**w
+
+def ring(e, width: int, memo: Optional[dict] = None) -> Optional[Poly]:
+    """The value of the IR node ``e`` as a polynomial modulo ``2**width`` over atoms keyed by
+    their structural digest (:func:`addrsim.ir.expr.digest`): ``add``, ``sub``, ``mul`` and
+    ``shl`` by a constant at ``width`` bits are the ring operations of Z/2**width (what the
+    hardware's truncating operators are); ``zext`` and ``concat`` are exact (``concat(h, l)``
+    is ``h * 2**|l| + l``, over the narrower values); any other node is an atom.  Coefficients are
+    reduced mod ``2**width``.  None past MAX_TERMS monomials or MAX_DEGREE."""
+    from addrsim.ir import expr as X
+    memo = {} if memo is None else memo
+    dig: dict = memo.setdefault("digest", {})
+    m = (1 << width) - 1
+
+    def narrow(n) -> Optional[Poly]:
+        # a narrower value's exact value: zext is the value, concat(h, l) = h * 2**|l| + l
+        if isinstance(n, X.Const):
+            return const(n.value)
+        if isinstance(n, X.Op) and n.op == "zext":
+            return narrow(n.args[0])
+        if isinstance(n, X.Op) and n.op == "concat":
+            h, l = narrow(n.args[0]), narrow(n.args[1])
+            return None if h is None or l is None else add(scale(h, 1 << n.args[1].width), l)
+        return atom(("z", X.digest(n, dig)) if n.width < width else X.digest(n, dig))
+
+    def go(n) -> Optional[Poly]:
+        k = id(n)
+        if k in memo:
+            return memo[k]
+        if isinstance(n, X.Const):
+            r: Optional[Poly] = const(n.value & m)
+        elif isinstance(n, X.Op) and n.width == width and n.op in ("add", "sub", "mul"):
+            a, b = go(n.args[0]), go(n.args[1])
+            r = None if a is None or b is None else (mul(a, b) if n.op == "mul" else
+                                                      add(a, b, -1 if n.op == "sub" else 1))
+        elif isinstance(n, X.Op) and n.width == width and n.op == "shl" and isinstance(n.args[1], X.Const):
+            a = go(n.args[0])
+            r = None if a is None else (scale(a, 1 << n.args[1].value) if n.args[1].value < width else {})
+        elif isinstance(n, X.Op) and n.op in ("zext", "concat"):
+            r = narrow(n)
+        else:
+            r = atom(X.digest(n, dig))
+        if r is not None:
+            r = {mo: c & m for mo, c in r.items() if c & m}
+        memo[k] = r
+        return r
+    return go(e)
+
+
+def ring_identity(claim) -> bool:
+    """Does the 1-bit IR claim hold for every value of its symbols in hardware (bit-vector)
+    arithmetic, by polynomial arithmetic modulo 2**w alone?  ``eq(a, b)`` when ``a - b`` is the
+    zero polynomial mod 2**w (:func:`ring`), ``and`` of such, the constant 1.  Sound for the
+    bit-vector reading only (over unbounded integers ``a`` and ``b`` may differ by a multiple
+    of 2**w).  False means "not shown", never "false"."""
+    from addrsim.ir import expr as X
+    if isinstance(claim, X.Const):
+        return claim.value == 1
+    if not isinstance(claim, X.Op):
+        return False
+    if claim.op == "and" and claim.width == 1:
+        return all(ring_identity(a) for a in claim.args)
+    if claim.op != "eq":
+        return False
+    memo: dict = {}
+    w = claim.args[0].width
+    a, b = ring(claim.args[0], w, memo), ring(claim.args[1], w, memo)
+    if a is None or b is None:
+        return False
+    d = add(a, b, -1)
+    return d is not None and not any(c & ((1 << w) - 1) for c in d.values())

@@ -21,6 +21,7 @@ import z3
 
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
+from addrsim.ir.poly import ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
 from addrsim.prove.probe import _Batch, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
@@ -156,6 +157,10 @@ class Query:
                  facts: bool = True):
         self.conds, self.claim, self.rlimit = conds, claim, int(rlimit)
         self.arith = arith
+        # what the solvers decide: in bit-vector mode the claim with its double-word carry chains
+        # folded into sums (equal at every point, X.fold_carries); models are checked against
+        # the claim itself (violates)
+        self.goal = X.fold_carries(claim) if arith == "bv" else claim
         self.use_facts = facts and arith != "int"
         self._plain_tried = not self.use_facts
         self.ranges = dict(ranges)
@@ -164,14 +169,16 @@ class Query:
         self.enc = self._encoder()
         self._spent = 0                       # units of solvers already dropped
         self.si = self._int_solver()
-        self.identity = self.enc.implied(claim)   # proved by polynomial arithmetic (issue 14, item 1)
+        # proved by polynomial arithmetic (issue 14, item 1): over atoms with the facts' no-wrap, or
+        # (bit-vector mode) modulo 2**w once the double-word carry chains are folded into sums
+        self.identity = self.enc.implied(self.goal) or (arith == "bv" and ring_identity(self.goal))
         self.sb = None
         self.bvars = None
         self.bmemo = None
         self.use_bv = False
         self.discharged = False
         self.wallclock = False                # a check stopped at the wall-clock safety limit
-        self.sels = [n for e in conds + [claim] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
+        self.sels = [n for e in conds + [self.goal] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
 
     @property
     def used(self) -> int:
@@ -186,7 +193,7 @@ class Query:
 
     def _int_solver(self) -> Isolated:
         iso = Isolated()
-        iso.add(*[self.enc.holds(c) for c in self.conds], self.enc.enc(self.claim) == 0, *self.enc.side)
+        iso.add(*[self.enc.holds(c) for c in self.conds], self.enc.enc(self.goal) == 0, *self.enc.side)
         return iso
 
     def _check(self, iso: Isolated, rlimit: int):
@@ -261,7 +268,7 @@ class Query:
         if self.sb is None:
             memo, vs = {}, {}
             fs = [holds_bv(c, memo, vs) for c in self.conds]
-            fs.append(to_bv(self.claim, memo, vs) == z3.BitVecVal(0, 1))
+            fs.append(to_bv(self.goal, memo, vs) == z3.BitVecVal(0, 1))
             for name, v in vs.items():
                 if name in self.ranges:
                     lo, hi = self.ranges[name]

@@ -101,10 +101,19 @@ def targets_for(ex: Exploration, ptr: str) -> List[Target]:
 
 
 def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
+    """The first access of the buffer on each path, and every access of it inside a loop
+    whose address holds no data (their first iteration: the loop induction,
+    addrsim.engine.loops, proves the later ones from it by the translation obligation)."""
     out = []
+    loops = {e.loop for e in ex.ends if e.loop is not None}
     for acc in ex.accesses:
-        if ptr not in acc.first or ptr not in X.symbols(acc.base):
-            continue               # only the first access of the buffer on each path is checked
+        if ptr not in X.symbols(acc.base):
+            continue
+        if ptr not in acc.first and (opaque_in(acc.address) or not any(h <= acc.instr.addr <= b for h, b in loops)):
+            # outside loops only the first access of the buffer on a path is checked; a later
+            # one in a loop whose address holds data (values after an inner loop) is left to
+            # the loop induction, which says what it cannot follow
+            continue
         try:
             cases = leaves(acc.address)
         except CaseSplitCap as e:  # not checked: check() makes the verdict unknown
