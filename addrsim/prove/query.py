@@ -154,13 +154,13 @@ class Query:
     FIRST_TRY_RU, each no-wrap obligation DISCHARGE_RU (DISCHARGE_TOTAL_RU for all).  ``used`` is the units spent so far: a function of the query alone."""
 
     def __init__(self, conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv",
-                 facts: bool = True):
+                 facts: bool = True, fold: bool = True):
         self.conds, self.claim, self.rlimit = conds, claim, int(rlimit)
         self.arith = arith
         # what the solvers decide: in bit-vector mode the claim with its double-word carry chains
         # folded into sums (equal at every point, X.fold_carries); models are checked against
         # the claim itself (violates)
-        self.goal = X.fold_carries(claim) if arith == "bv" else claim
+        self.goal = X.fold_carries(claim) if arith == "bv" and fold else claim
         self.use_facts = facts and arith != "int"
         self._plain_tried = not self.use_facts
         self.ranges = dict(ranges)
@@ -343,13 +343,14 @@ class Query:
 
     def _plain(self, bounds, iru):
         """Last resort of a bit-vector-mode query both solvers left undecided: the integer
-        stage once more on the encoding without facts (the same formula up to which ``mod``
-        are written, so Z3's nonlinear search takes another path; once per query), within
+        stage once more on the encoding without facts and without folded carries (the same
+        formula up to which ``mod`` are written, so Z3's nonlinear search takes another path;
+        once per query), within
         the integer stage's units.  ("proved" | "refuted", ...) or None."""
         if self.arith == "int" or self._plain_tried:
             return None
         self._plain_tried = True
-        alt = Query(self.conds, self.claim, self.ranges, self.rlimit, self.arith, facts=False)
+        alt = Query(self.conds, self.claim, self.ranges, self.rlimit, self.arith, facts=False, fold=False)
         try:
             r, mdl, _ = alt._int_stage(bounds, iru)
         finally:
