@@ -380,11 +380,13 @@ def fold_carries(e: Expr, memo: Optional[dict] = None) -> Expr:
     """``e`` with every 64-bit (generally, double-word) carry chain written as one sum:
     ``concat(H + zext(carry), A + B)``, where ``carry`` is ``ult(A + B, A)`` (the SCC of
     ``s_add_u32``, the VCC of ``v_add_co_u32``, consumed by ``s_addc_u32``/``v_addc_co_u32``:
-    MI300 ISA guide, 4.2 SALU and 6.2 VALU), is ``concat(H, B) + zext(A)``; and ``concat`` of
-    the high and low parts of one value ``E`` is ``E``.  Equal in bit-vector arithmetic for
+    MI300 ISA guide, 4.2 SALU and 6.2 VALU), is ``concat(H, B) + zext(A)``; ``concat`` of
+    the high and low parts of one value ``E`` is ``E``; and a high word used alone (a V#'s
+    stride field) is bits 32 and up of the folded sum.  Equal in bit-vector arithmetic for
     every value (tests/test_nowrap.py checks it at random points); it leaves a formula the
     solvers decide by ring arithmetic (:func:`addrsim.ir.poly.ring_identity`) where
-    bit-blasting the adders costs seconds (a loop's pointer step).  Linear in the DAG."""
+    bit-blasting the adders costs seconds (a loop's pointer step).  Linear in the DAG, times
+    at most 2**8 orientations tried per pair (8 carries deep)."""
     return _fold_high_words(_fold_concats(e, {} if memo is None else memo), {})
 
 
