@@ -423,13 +423,21 @@ def _fold_high_words(e: Expr, memo: dict) -> Expr:
     return r
 
 
+def _carry_of(z: Expr):
+    """(S, A) when ``z`` is ``zext(ult(S, A))``, the carry of a sum S as ``s_add_u32`` writes
+    it (A an operand of S, checked by the caller), else None."""
+    c = z.args[0] if isinstance(z, Op) and z.op == "zext" else None
+    if isinstance(c, Op) and c.op == "ult" and c.width == 1:
+        return c.args[0], c.args[1]
+    return None
+
+
 def _carried_low(hi: Op) -> Optional[Expr]:
     """The low word ``A + B`` whose carry ``hi`` adds, or None."""
     for z in hi.args:
-        c = z.args[0] if isinstance(z, Op) and z.op == "zext" else None
-        if isinstance(c, Op) and c.op == "ult" and c.width == 1 and isinstance(c.args[0], Op) \
-                and c.args[0].op == "add" and any(c.args[1] is x for x in c.args[0].args):
-            return c.args[0]
+        sa = _carry_of(z)
+        if sa and isinstance(sa[0], Op) and sa[0].op == "add" and any(sa[1] is x for x in sa[0].args):
+            return sa[0]
     return None
 
 
@@ -452,10 +460,8 @@ def _fold_pair(hi: Expr, lo: Expr, dmemo: dict, depth: int) -> Expr:
         return hi.args[0]
     if depth and isinstance(hi, Op) and hi.op == "add" and isinstance(lo, Op) and lo.op == "add":
         for h, z in ((hi.args[0], hi.args[1]), (hi.args[1], hi.args[0])):
-            c = z.args[0] if isinstance(z, Op) and z.op == "zext" else None
-            if not (isinstance(c, Op) and c.op == "ult" and c.width == 1 and _same_tree(c.args[0], lo, dmemo)):
-                continue
-            if not any(_same_tree(c.args[1], x, dmemo) for x in lo.args):
+            sa = _carry_of(z)
+            if not (sa and _same_tree(sa[0], lo, dmemo) and any(_same_tree(sa[1], x, dmemo) for x in lo.args)):
                 continue
             # the carry of lo = A + B: either operand may leave the pair (the value is
             # H * 2**32 + A + B); keep the one whose own carry is in H, so chains fold
