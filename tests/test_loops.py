@@ -55,3 +55,14 @@ def test_first_iteration_alone_would_pass(tmp_path):
     ex.heads.clear()       # forget the loop entry states: only iteration 1 is checked
     c = check(Subject(k, co.arch, code, ms), ex, "lse", "bhsd")
     assert c.verdict == "proved"
+
+
+def test_bounds_of_later_iterations_are_not_claimed(tmp_path):
+    """lse_loop with seqlen_q >= 64: the first tile's 64 rows are in bounds, and the loop
+    induction proves addresses, not bounds: the bounds check says that the later iterations
+    are not checked, naming the loop, instead of "proved"."""
+    rep = verify(build("lse_loop", tmp_path), buffers=["lse"], layouts=["bhsd"], model_files=[MODEL],
+                 properties=["bounds"], bounds={"seqlen_q": (64, 1 << 20)})
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "unsupported", c["reason"]
+    assert "iterations after the first of loop 0x" in c["reason"] and "not checked" in c["reason"]

@@ -45,7 +45,7 @@ class Exploration:
     back_states: list = field(default_factory=list)   # states at the back edge (one-iteration runs)
     bad_branches: list = field(default_factory=list)  # "text at pc": direct branches to no instruction start
     # what the prover derives from this exploration, per pointer argument, so that the checks
-    # of one kernel share it: "targets" (ptr -> Targets), "capped" (ptr -> why a case split
+    # of one kernel share it: "targets" ((ptr, every) -> Targets), "capped" ((ptr, every) -> why a case split
     # was capped), "bodies" ((head, end, k) -> one loop iteration), "divisions" (division proofs)
     derived: dict = field(default_factory=dict)
 

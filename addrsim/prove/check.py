@@ -88,10 +88,12 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
           cache: Optional[dict] = None, prop: str = "address", routed: Optional[str] = None) -> Check:
     """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
 
-    ``prop`` "address" (the module docstring's claim) or "bounds": every checked access of
-    the buffer, for every shape, coordinate and lane, passes the V# range check (record
-    index, or byte offset plus size, below num_records) and lies inside the tensor's
-    allocation [pointer, pointer + extent) (extent in bytes from the model's ``extent``).
+    ``prop`` "address" (the module docstring's claim) or "bounds": every access of the
+    buffer outside loops and in each loop's first iteration (a buffer accessed in a loop is
+    then "unsupported": :func:`_later_iterations`), for every shape, coordinate and lane,
+    passes the V# range check (record index, or byte offset plus size, below num_records)
+    and lies inside the tensor's allocation [pointer, pointer + extent) (extent in bytes
+    from the model's ``extent``).
     ``opts.arith`` "bv" classifies a counterexample as an overflow when int mode proves the
     same claim.  ``cache`` (optional, shared across calls) maps a structural hash of each
     query to its decision, so identical address computations in sibling kernels are decided
@@ -106,8 +108,9 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
                 expected=prob.expected_text.get(buffer, ""))
     ctx = _Ctx(sub, ex, buffer, layout, buffer_pointer(sub.ms, sub.kernel, buffer), prob, opts, cache, prop, res,
                t0)
-    tg = targets_for(ex, ctx.ptr)
-    capped = ex.derived.get("capped", {}).get(ctx.ptr)
+    every = prop == "bounds"          # each access reads its own offset from the V#
+    tg = targets_for(ex, ctx.ptr, every)
+    capped = ex.derived.get("capped", {}).get((ctx.ptr, every))
     if capped:
         return ctx.done(Verdict.UNKNOWN, capped)
     refused, tg = _refusal(ctx, tg)
@@ -138,6 +141,10 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
                 cex.memory_bytes = memory_needed(prob, cex)
             return ctx.done(verdict, why + (_dump(ctx, lambda: "") if verdict == Verdict.UNKNOWN else ""))
         res.loops = True
+    else:
+        later = _later_iterations(sub.code, ex, ctx.ptr, tg)
+        if later:
+            return ctx.done(Verdict.UNSUPPORTED, later)
     return ctx.done(Verdict.PROVED)
 
 
@@ -356,6 +363,23 @@ def _in_loop(code, ex, ptr) -> bool:
     return any(head <= pc <= end for head, end in loops_of(code) for pc in pcs)
 
 
+def _later_iterations(code, ex, ptr, tg) -> str:
+    """Why a bounds check that proved every target is not a proof ("" when it is): the
+    loops that access the buffer, whose iterations after the first no obligation covers
+    (the loop induction proves the address property only; a bounds proof of a later
+    iteration needs the trip count)."""
+    from addrsim.engine.loops import loops_of
+    pcs = {a.instr.addr for a in ex.accesses if ptr in X.symbols(a.base)}
+    loops = [(h, e) for h, e in loops_of(code) if any(h <= pc <= e for pc in pcs)]
+    if not loops:
+        return ""
+    where = ", ".join(f"{h:#x}-{e:#x}" for h, e in loops)
+    n = len({t.access.instr.addr for t in tg})
+    return (f"bounds of the iterations after the first of loop {where} are not checked (the loop "
+            f"induction proves the address property only); the {n} accesses checked, each loop's "
+            f"first iteration included, are in bounds")
+
+
 def _loop_check(ctx: _Ctx, env, expected, zero_ids):
     """Every iteration of each loop that accesses the buffer (addrsim.engine.loops): None when
     the induction proves it, else (verdict, reason, Counterexample or None)."""
@@ -445,7 +469,7 @@ def _bounds_claim(t: Target, a: Expr, env, ptr: str, extent: Expr, slice_base=No
 
 def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str):
     """Targets with their float-reciprocal divisions proved exact and replaced by udiv
-    (addrsim.prove.idioms); cached on the exploration per pointer and ranges."""
+    (addrsim.prove.idioms); cached on the exploration per pointer, targets and ranges."""
     ranges = ranges_of(prob)
     enc = IntEncoder(ranges)
     for name, e in prob.kernargs.items():
@@ -459,7 +483,9 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
         used |= set(X.symbols(t.address))
         for c in t.conds:
             used |= set(X.symbols(c))
-    key = (ptr, tuple(sorted((k, v) for k, v in ranges.items() if k in used)))
+    # keyed by the targets too: the address and bounds properties select different accesses
+    key = (ptr, tuple((t.access.instr.addr, len(t.conds)) for t in tg),
+           tuple(sorted((k, v) for k, v in ranges.items() if k in used)))
     cache = ex.derived.setdefault("divisions", {})
     if key in cache:
         return cache[key]

@@ -91,33 +91,38 @@ class Target:
     address: Expr
 
 
-def targets_for(ex: Exploration, ptr: str) -> List[Target]:
-    """Accesses whose V# base is (on some case of its selects) the pointer argument ``ptr``;
-    cached on the exploration."""
+def targets_for(ex: Exploration, ptr: str, every: bool = False) -> List[Target]:
+    """Accesses whose V# base is (on some case of its selects) the pointer argument ``ptr``
+    (:func:`_targets_for` says which); cached on the exploration."""
     cache = ex.derived.setdefault("targets", {})
-    if ptr not in cache:
-        cache[ptr] = _targets_for(ex, ptr)
-    return cache[ptr]
+    if (ptr, every) not in cache:
+        cache[(ptr, every)] = _targets_for(ex, ptr, every)
+    return cache[(ptr, every)]
 
 
-def _targets_for(ex: Exploration, ptr: str) -> List[Target]:
-    """The first access of the buffer on each path, and every access of it inside a loop
-    whose address holds no data (their first iteration: the loop induction,
-    addrsim.engine.loops, proves the later ones from it by the translation obligation)."""
+def _targets_for(ex: Exploration, ptr: str, every: bool = False) -> List[Target]:
+    """The accesses of the buffer a check decides one by one.
+
+    The address property (``every`` False) takes the first access of the buffer on each path,
+    and every access inside a loop whose address holds no data (their first iteration: the
+    loop induction, addrsim.engine.loops, proves the later ones from it by the translation
+    obligation).  The bounds property (``every`` True) takes every access outside loops (each
+    reads its own offset from the V#) and the same in-loop accesses (their first iteration:
+    :func:`addrsim.prove.check.check` says that the later ones are not checked)."""
     out = []
     loops = {e.loop for e in ex.ends if e.loop is not None}
     for acc in ex.accesses:
         if ptr not in X.symbols(acc.base):
             continue
-        if ptr not in acc.first and (opaque_in(acc.address) or not any(h <= acc.instr.addr <= b for h, b in loops)):
-            # outside loops only the first access of the buffer on a path is checked; a later
-            # one in a loop whose address holds data (values after an inner loop) is left to
-            # the loop induction, which says what it cannot follow
-            continue
+        in_loop = any(h <= acc.instr.addr <= b for h, b in loops)
+        if in_loop and opaque_in(acc.address) and ptr not in acc.first:
+            continue      # its address holds data (values after an inner loop): left to the loop stage
+        if not in_loop and not every and ptr not in acc.first:
+            continue      # the address property: the first access of the buffer on the path
         try:
             cases = leaves(acc.address)
         except CaseSplitCap as e:  # not checked: check() makes the verdict unknown
-            ex.derived.setdefault("capped", {}).setdefault(ptr, f"access at {acc.instr.addr:#x}: {e}")
+            ex.derived.setdefault("capped", {}).setdefault((ptr, every), f"access at {acc.instr.addr:#x}: {e}")
             continue
         for assign, repl in cases:
             memo = {}
