@@ -3,8 +3,9 @@ the concrete interpreter used to replay counterexamples.
 
 The symbolic explorer follows every path (both sides of a scalar branch whose condition
 is not decided), pruning paths whose condition Z3 finds unsatisfiable.  A path ends at
-``s_endpgm``, at a backward branch (a loop back edge: only the first iteration is covered,
-and that is reported), at an instruction without semantics that it cannot step over
+``s_endpgm``, at a loop back edge (a branch to an instruction that dominates it,
+:mod:`addrsim.engine.cfg`: only the first iteration is covered, and that is reported; every
+edge out of a loop's body continues with what the body writes forgotten), at an instruction without semantics that it cannot step over
 (control flow it does not understand), or when every buffer of interest has been accessed
 on it.  Nothing is skipped silently: every early end is returned with its reason.
 """
@@ -21,6 +22,7 @@ from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.isa.control import BranchUnsupported, condition, is_branch
 from addrsim.isa.table import lookup
+from addrsim.engine.cfg import cfg_of
 from addrsim.engine.machine import Access, ConcreteLanes, LaneMask, Machine, PathEnd, SymbolicLane, Unsupported
 from addrsim.backends.z3_bv import holds_bv
 from addrsim.backends.z3_run import RU, Isolated
@@ -92,10 +94,11 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
 
 
 class _Explorer:
-    """The worklist of :func:`explore`.  States are processed in instruction order (every
-    explored edge goes forward: a back edge ends its path), so all states that reach a join
-    point meet there and are merged into one (veritesting): data-only diamonds no longer
-    multiply the paths."""
+    """The worklist of :func:`explore`.  States are processed in the graph's reverse
+    post-order (``Cfg.rank``: every explored edge goes to a later rank, a back edge ends its
+    path, and a branch backwards that leaves a loop is an ordinary edge), so all states that
+    reach a join point meet there and are merged into one (veritesting): data-only diamonds
+    no longer multiply the paths."""
 
     def __init__(self, code, m0, goal, targets, max_paths, max_steps, region, body_of):
         self.code, self.c, self.m0 = code, _Code(code), m0
@@ -110,19 +113,21 @@ class _Explorer:
         self.bv_memo: dict = {}
         self.bv_vars: dict = {}
         self.loop_writes: Dict[Tuple[int, int], list] = {}
-        self.headers = {i.target for i in code if is_branch(i.mnemonic) and i.target is not None and i.target <= i.addr}
+        self.cfg = cfg_of(code)
+        self.headers = {lp.head for lp in self.cfg.loops}
         starts = {i.addr for i in code}
         self.out.bad_branches = [f"{i.text} at {i.addr:#x} (target {i.target:#x})" for i in code
                                  if is_branch(i.mnemonic) and i.target is not None and i.target not in starts]
         m0.loop_entry = {}
 
     def push(self, mm, i, rr):
-        heapq.heappush(self.heap, (i, self.seq, mm, rr))
+        rank = self.cfg.rank.get(self.code[i].addr, i) if i < len(self.code) else len(self.code) + i
+        heapq.heappush(self.heap, (rank, i, self.seq, mm, rr))
         self.waiting[i] = self.waiting.get(i, 0) + 1
         self.seq += 1
 
     def pop(self):
-        i, _, mm, rr = heapq.heappop(self.heap)
+        _, i, _, mm, rr = heapq.heappop(self.heap)
         self.waiting[i] -= 1
         return i, mm, rr
 
@@ -135,7 +140,7 @@ class _Explorer:
         self.push(self.m0, start, frozenset())
         while self.heap:
             idx, m, reached = self.pop()
-            while self.heap and self.heap[0][0] == idx:
+            while self.heap and self.heap[0][1] == idx:
                 _, m2, r2 = self.pop()
                 merged = merge_states(m, m2)
                 if merged is None:
@@ -226,35 +231,35 @@ class _Explorer:
         succ = self.successors(m, ins, cond)
         if not succ:
             return self.end("infeasible", f"no feasible successor at {ins.addr:#x}", m, reached)
-        back = [tgt for _, tgt in succ if tgt <= ins.addr]
         for k, (cnd, tgt) in enumerate(succ):
             mm = m if k == len(succ) - 1 else m.clone()
             if cnd is not None:
                 mm.path.append(cnd)
-            if tgt <= ins.addr and self.body_of is not None and tgt == self.body_of:
+            is_back = (ins.addr, tgt) in self.cfg.back
+            if is_back and self.body_of is not None and tgt == self.body_of:
                 self.out.back_states.append(mm)
                 self.end("iteration", f"back edge {ins.addr:#x} -> {tgt:#x}", mm, reached, (tgt, ins.addr))
                 continue
-            if tgt <= ins.addr:
+            if is_back:
                 self.end("backedge", f"loop back edge {ins.addr:#x} -> {tgt:#x} (first iteration only)", mm, reached,
                          (tgt, ins.addr))
                 continue
-            if back and tgt == ins.addr + ins.size:
-                self.leave_loop(mm, back[0], ins)
+            for lp in self.cfg.exits(ins.addr, tgt):
+                self.leave_loop(mm, lp.head, lp.latch)
             if tgt not in self.c.index:
                 self.end("unsupported", f"branch into the middle of an instruction at {tgt:#x}", mm, reached)
                 continue
             self.push(mm, self.c.index[tgt], reached)
 
-    def leave_loop(self, mm, head, ins) -> None:
-        """Leaving the loop [head, here] after any number of iterations: what the body writes
-        is unknown, and the conditions met inside iteration 1 no longer hold (the path keeps
-        the conditions from before the loop)."""
-        key = (head, ins.addr)
+    def leave_loop(self, mm, head, latch) -> None:
+        """Leaving the loop [head, latch] (by any of its exit edges) after any number of
+        iterations: what the body writes is unknown, and the conditions met inside iteration
+        1 no longer hold (the path keeps the conditions from before the loop)."""
+        key = (head, latch)
         if key not in self.loop_writes:
-            lo, hi = self.c.index[head], self.c.index[ins.addr]
+            lo, hi = self.c.index[head], self.c.index[latch]
             self.loop_writes[key] = [d for i in self.code[lo:hi + 1] for d in mm.destinations(i)]
-        mm.havoc(self.loop_writes[key], f"value after the loop {head:#x}-{ins.addr:#x}")
+        mm.havoc(self.loop_writes[key], f"value after the loop {head:#x}-{latch:#x}")
         entry = mm.loop_entry.get(head)
         mm.path = list(mm.path[:entry]) if entry is not None else mm.path[:-1]
         self.out.loop_exits += 1

@@ -39,7 +39,6 @@ from typing import Dict, List, Optional, Tuple
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
-from addrsim.isa.control import is_branch
 from addrsim.engine.machine import SymbolicLane
 
 MAX_PAIRS = 16          # path pairs (and access pairs) checked per loop
@@ -64,10 +63,11 @@ class Body:
 
 
 def loops_of(code: List[Instr]) -> List[Tuple[int, int]]:
-    """(header, back-edge branch) addresses of every backward branch, innermost last."""
-    out = {(i.target, i.addr) for i in code if is_branch(i.mnemonic)
-           and i.target is not None and i.target <= i.addr}
-    return sorted(out, key=lambda l: (l[0], -l[1]))
+    """(header, back-edge branch) addresses of every loop back edge (a branch to an
+    instruction that dominates it: :mod:`addrsim.engine.cfg`; a backward branch that leaves a
+    loop is an exit, not a loop), innermost last among loops of one header."""
+    from addrsim.engine.cfg import cfg_of
+    return [(lp.head, lp.latch) for lp in cfg_of(code).loops]
 
 
 def generic_iteration(code: List[Instr], entry: SymbolicLane, head: int, end: int, goal) -> Body:
