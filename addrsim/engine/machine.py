@@ -18,6 +18,7 @@ Facts used (AMD Instinct MI300 ISA Reference Guide, CDNA3; same in the CDNA4 gui
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 from dataclasses import dataclass
 from typing import Iterable, Dict, List, Optional, Sequence, Tuple
 
@@ -87,6 +88,47 @@ class PathEnd:
     loop: Optional[Tuple[int, int]] = None    # (header, back-edge branch) for "backedge"
 
 
+
+@lru_cache(maxsize=4096)
+def _parse_reg(op: str):
+    """("s"|"v"|"a", first index, count) or ("special", name) for a register operand."""
+    m = _REG.match(op)
+    if m:
+        if m.group(1):
+            return m.group(1), int(m.group(2)), 1
+        f, lo, hi = m.group(3), int(m.group(4)), int(m.group(5))
+        return f, lo, hi - lo + 1
+    if op in ("vcc", "vcc_lo"):
+        return "s", VCC_LO, 2 if op == "vcc" else 1
+    if op == "vcc_hi":
+        return "s", VCC_LO + 1, 1
+    if op == "m0":
+        return "s", M0, 1
+    if op in ("exec", "exec_lo", "exec_hi"):
+        return "exec", op
+    return None
+
+
+@lru_cache(maxsize=4096)
+def _const_operand(op: str, width: int) -> Optional[Expr]:
+    s = op
+    if s.startswith("lit(") and s.endswith(")"):
+        s = s[4:-1]
+    try:
+        v = int(s, 0)
+    except ValueError:
+        v = None
+    if v is not None:
+        # integer inline constants are sign-extended to the operand width; 32-bit literals
+        # are zero-extended for 64-bit operands (CDNA3 guide 3.6.2 "Literal constants")
+        if v < 0 or -16 <= v <= 64:
+            return Const(v, width)
+        return Const(v & 0xFFFFFFFF, width)
+    if s in _FLOAT_INLINE:
+        return Const(_FLOAT_INLINE[s], width)
+    return None
+
+
 class Machine:
     """Register file and one-instruction step shared by both lane models.
 
@@ -131,39 +173,11 @@ class Machine:
     # ------------------------------------------------------------------ operands
     def parse_reg(self, op: str):
         """("s"|"v"|"a", first index, count) or ("special", name) for a register operand."""
-        m = _REG.match(op)
-        if m:
-            if m.group(1):
-                return m.group(1), int(m.group(2)), 1
-            f, lo, hi = m.group(3), int(m.group(4)), int(m.group(5))
-            return f, lo, hi - lo + 1
-        if op in ("vcc", "vcc_lo"):
-            return "s", VCC_LO, 2 if op == "vcc" else 1
-        if op == "vcc_hi":
-            return "s", VCC_LO + 1, 1
-        if op == "m0":
-            return "s", M0, 1
-        if op in ("exec", "exec_lo", "exec_hi"):
-            return "exec", op
-        return None
+        return _parse_reg(op)
 
     def const_operand(self, op: str, width: int) -> Optional[Expr]:
-        s = op
-        if s.startswith("lit(") and s.endswith(")"):
-            s = s[4:-1]
-        try:
-            v = int(s, 0)
-        except ValueError:
-            v = None
-        if v is not None:
-            # integer inline constants are sign-extended to the operand width; 32-bit literals
-            # are zero-extended for 64-bit operands (CDNA3 guide 3.6.2 "Literal constants")
-            if v < 0 or -16 <= v <= 64:
-                return Const(v, width)
-            return Const(v & 0xFFFFFFFF, width)
-        if s in _FLOAT_INLINE:
-            return Const(_FLOAT_INLINE[s], width)
-        return None
+        """The inline constant or literal ``op`` as a ``width``-bit Const, or None."""
+        return _const_operand(op, width)
 
     def read_scalar(self, op: str, width: int) -> Expr:
         c = self.const_operand(op, width)
@@ -718,6 +732,16 @@ class ConcreteLanes(Machine):
 
     def mask_word(self, m, k):  # never created in the concrete machine
         raise AssertionError("lane mask object in the concrete machine")
+
+    def write_vector(self, op: str, value: Expr, lane: int, active: Expr):
+        """As :meth:`Machine.write_vector`, but a value that is not a constant (it is computed
+        from memory data: every input the replay gives is concrete) is written as one fresh
+        opaque value instead of its expression tree: the attention arithmetic on loaded data
+        is what made a replay through a kernel's main loop cost minutes, and a tree of data
+        is no more concrete than one fresh symbol (sound: nothing is assumed about it)."""
+        if not isinstance(value, Const):
+            value = self.opaque(value.width, "a value computed from memory data (concrete replay)")
+        super().write_vector(op, value, lane, active)
 
     def first_lane(self, op: str) -> Expr:
         ex = self.exec_scalar()
