@@ -60,21 +60,21 @@ def test_wheel_sbhd_routed_batch2_is_unreachable(real_kernel):
 
 def test_wheel_packed_q_view_loops_are_not_claimed(real_kernel):
     """A user view: Q sliced out of packed QKV, dO contiguous BSHD.  The kernel addresses dO
-    with Q's strides: a kernel counterexample in the first iteration.  Neither Q's proof nor
-    dO's masking by the host is claimed for the main loop's later iterations, which addrsim
-    does not settle: Q is "unknown" naming loop 0x4590-0x6038 (one access, 0x5e68, not proved
-    for every iteration), and dO's routing is undecided, its entry point "unsupported" naming
-    the nested loop 0x6048 whose V# register holds values after an inner loop.  Both were
-    "proved"/"latent" while exploration stopped before the loop's later accesses (issue 14,
-    session 5); an undecided routing counts as reachable."""
+    with Q's strides: a kernel counterexample in the first iteration, which the host masks
+    (latent): it routes this kernel only when dO shares Q's strides (codegen.py QDO).  Q's
+    proof is not claimed for the main loop's later iterations, which addrsim does not settle:
+    Q is "unknown" naming loop 0x4590-0x6038 (one access, 0x5e68, not proved for every
+    iteration).  Session 5 had dO's routing undecided, naming a "nested loop 0x6048": that
+    loop was a backward exit branch taken for a back edge (addrsim/engine/cfg.py)."""
     rep = verify(real_kernel, ["q", "do"], ["bshd_qkv_packed"], model_files=[VIEWS], properties=["address"],
                  bounds={"batch": (1, 8), "nhead_q": (1, 8), "seqlen_q": (1, 4096), "seqlen_k": (1, 4096)})
     q, do = checks(rep)[("q", "bshd_qkv_packed")], checks(rep)[("do", "bshd_qkv_packed")]
     assert q["verdict"] == "unknown" and "loop 0x4590-0x6038" in q["reason"]
-    assert do["verdict"] == "counterexample" and do["routing"]["reachable"] is None
-    assert finding_kind(do) == "reachable"
+    assert do["verdict"] == "counterexample" and do["routing"]["reachable"] is False
+    assert finding_kind(do) == "latent"
     (entry,) = do["routing"]["entry_points"]
-    assert entry["verdict"] == "unsupported" and "loop 0x6048" in entry["reason"]
+    assert entry["verdict"] == "unreachable"
+    assert any("stride_q == stride_do" in m and "QDO" in m for m in entry["masked_by"])
 
 
 @needs_2026
