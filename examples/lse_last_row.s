@@ -4,7 +4,7 @@
 // the slice, the next head's first row, and past LSE's allocation for the last (batch, head).
 // The first read is in bounds: a bounds check that stops at a buffer's first access misses it.
 // Expected: address proved; bounds counterexample at the last (batch, head) (cause allocation)
-// at the load at 0x38 (the second read).
+// at the second read.
         .amdgcn_target "amdgcn-amd-amdhsa--gfx942"
         .text
         .globl addrsim_example_lse_last_row
