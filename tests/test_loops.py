@@ -115,3 +115,18 @@ def test_back_edges_are_dominated_branches():
     for a, ts in succ.items():
         for t in ts:
             assert (a, t) in g.back or g.rank[a] < g.rank[t], (a, t)
+
+
+def test_irreducible_cycle_is_flagged():
+    """A cycle entered at two places (no header dominates it) is still cut at a retreating
+    edge, so exploration ends, and is flagged: the loop check refuses it (unsupported)."""
+    from addrsim.engine.cfg import cfg_of
+    from addrsim.loader.disasm import Instr
+
+    def ins(addr, mn, target=None):
+        return Instr(addr, mn, (), (), mn, target)
+    # 0: cbranch -> 8 (into the middle), 4: A, 8: B, 12: cbranch -> 4, 16: endpgm
+    code = [ins(0, "s_cbranch_scc1", 8), ins(4, "s_add_u32"), ins(8, "s_add_u32"),
+            ins(12, "s_cbranch_scc1", 4), ins(16, "s_endpgm")]
+    g = cfg_of(code)
+    assert len(g.loops) == 1 and g.loops[0].irreducible

@@ -355,12 +355,17 @@ def _dump(ctx: _Ctx, text_fn) -> str:
 
 # ----------------------------------------------------------------------------- loops
 
+def _loops_accessing(code, ex, ptr):
+    """The (header, back-edge branch) loops of the kernel that access the buffer at ``ptr``."""
+    from addrsim.engine.loops import loops_of
+    pcs = {a.instr.addr for a in ex.accesses if ptr in X.symbols(a.base)}
+    return [(h, e) for h, e in loops_of(code) if any(h <= pc <= e for pc in pcs)]
+
+
 def _in_loop(code, ex, ptr) -> bool:
     """Whether some loop of the kernel accesses the buffer at ``ptr`` (its later iterations may
     read any argument: every exactness assumption is then kept)."""
-    from addrsim.engine.loops import loops_of
-    pcs = [a.instr.addr for a in ex.accesses if ptr in X.symbols(a.base)]
-    return any(head <= pc <= end for head, end in loops_of(code) for pc in pcs)
+    return bool(_loops_accessing(code, ex, ptr))
 
 
 def _later_iterations(code, ex, ptr, tg) -> str:
@@ -368,9 +373,7 @@ def _later_iterations(code, ex, ptr, tg) -> str:
     loops that access the buffer, whose iterations after the first no obligation covers
     (the loop induction proves the address property only; a bounds proof of a later
     iteration needs the trip count)."""
-    from addrsim.engine.loops import loops_of
-    pcs = {a.instr.addr for a in ex.accesses if ptr in X.symbols(a.base)}
-    loops = [(h, e) for h, e in loops_of(code) if any(h <= pc <= e for pc in pcs)]
+    loops = _loops_accessing(code, ex, ptr)
     if not loops:
         return ""
     where = ", ".join(f"{h:#x}-{e:#x}" for h, e in loops)
@@ -383,14 +386,19 @@ def _later_iterations(code, ex, ptr, tg) -> str:
 def _loop_check(ctx: _Ctx, env, expected, zero_ids):
     """Every iteration of each loop that accesses the buffer (addrsim.engine.loops): None when
     the induction proves it, else (verdict, reason, Counterexample or None)."""
+    from addrsim.engine.cfg import cfg_of
     from addrsim.engine.loops import generic_iteration, loops_of, obligations
     ex, ptr = ctx.ex, ctx.ptr
     ptr_accs = [a.instr.addr for a in ex.accesses if ptr in X.symbols(a.base) and pointers_in(a.base) == [ptr]]
     first_pcs = frozenset(t.access.instr.addr for t in targets_for(ex, ptr))   # proved for iteration 1
     bodies = ex.derived.setdefault("bodies", {})
+    irreducible = {(lp.head, lp.latch) for lp in cfg_of(ctx.sub.code).loops if lp.irreducible}
     for head, end in loops_of(ctx.sub.code):
         if not any(head <= pc <= end for pc in ptr_accs):
             continue
+        if (head, end) in irreducible:
+            return Verdict.UNSUPPORTED, (f"loop {head:#x}-{end:#x}: irreducible control flow (its cycle is entered "
+                                         f"other than through {head:#x}); the induction does not cover it"), None
         if head in getattr(ex, "capped_heads", ()):
             return Verdict.UNKNOWN, (f"loop {head:#x}-{end:#x} is entered in more than "
                                      f"{len(ex.heads.get(head, []))} states; only those were checked"), None
