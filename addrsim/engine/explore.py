@@ -23,7 +23,9 @@ from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.isa.control import BranchUnsupported, condition, is_branch
 from addrsim.isa.table import lookup
 from addrsim.engine.cfg import cfg_of
-from addrsim.engine.machine import Access, ConcreteLanes, LaneMask, Machine, PathEnd, SymbolicLane, Unsupported
+from addrsim.engine.machine import (SKIPPED, Access, ConcreteLanes, LaneMask, Machine, PathEnd, SliceMiss,
+                                    SymbolicLane, Unsupported)
+from addrsim.engine.slice import OPAQUE, RUN, ReplayPlan, replay_plan
 from addrsim.backends.z3_bv import holds_bv
 from addrsim.backends.z3_run import RU, Isolated
 
@@ -61,11 +63,16 @@ def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
 
     def exec_():
         return None if isinstance(m.exec, LaneMask) else m.exec_scalar()
+
+    def scc():
+        if m.scc is SKIPPED:
+            raise SliceMiss("scc")
+        return m.scc
     cond = lookup(ins.mnemonic).branch
     if cond == "unknown":
         raise Unsupported(f"branch {ins.mnemonic}")
     try:
-        return condition(cond, lambda: m.scc, vcc, exec_)
+        return condition(cond, scc, vcc, exec_)
     except BranchUnsupported as e:
         raise Unsupported(str(e)) from None
 
@@ -355,14 +362,32 @@ class ReplayBudget(Exception):
 
 
 def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 60_000,
-                 occurrence: int = 1) -> Optional[List[Access]]:
+                 occurrence: int = 1, sliced: bool = True) -> Optional[List[Access]]:
     """Run one wave concretely until the instruction at ``stop_addr`` executes for the
     ``occurrence``-th time (default the first: later ones are later loop iterations); return
     its per-lane accesses (None if it is never reached that often).  Raises Unsupported, and
-    ReplayBudget past ``max_steps`` instructions."""
+    ReplayBudget past ``max_steps`` instructions (every instruction on the path counts, run
+    or skipped, so the budget is the same sliced or not).
+
+    ``sliced``: execute only the instructions the access and the path to it can depend on
+    (:func:`addrsim.engine.slice.replay_plan`); when the sliced run reads a register it
+    skipped, or refuses an instruction, it is run again unsliced from the same start, so the
+    answer is always the unsliced run's."""
+    plan = replay_plan(code, stop_addr) if sliced else None
+    if plan is None:
+        return _run_concrete(code, m, stop_addr, max_steps, occurrence, None)
+    start = m.clone()
+    try:
+        return _run_concrete(code, m, stop_addr, max_steps, occurrence, plan)
+    except (SliceMiss, Unsupported):
+        return _run_concrete(code, start, stop_addr, max_steps, occurrence, None)
+
+
+def _run_concrete(code, m, stop_addr, max_steps, occurrence, plan: Optional[ReplayPlan]):
     c = _Code(code)
     idx = 0
     steps = 0
+    mode = plan.mode if plan is not None else None
     while idx < len(code):
         ins = code[idx]
         steps += 1
@@ -383,6 +408,10 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
             else:
                 idx += 1
             continue
+        if mode is not None and mode[idx] != RUN:
+            _not_run(m, plan.regs[idx], mode[idx] == OPAQUE, ins)
+            idx += 1
+            continue
         r = m.step(ins)
         if ins.addr == stop_addr:
             occurrence -= 1
@@ -390,3 +419,18 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
                 return m.last_access if r == "access" else None
         idx += 1
     return None
+
+
+def _not_run(m: ConcreteLanes, regs, opaque: bool, ins: Instr):
+    """An instruction a replay plan does not step: its registers get fresh opaque values (its
+    result is data, as the machine would give it) or are marked SKIPPED."""
+    if opaque:
+        m.havoc([r if isinstance(r, str) else (r[0], r[1], 1) for r in regs], f"{ins.mnemonic} at {ins.addr:#x} (data)")
+        return
+    for r in regs:
+        if r == "scc":
+            m.scc = SKIPPED
+        elif r[0] == "s":
+            m.sgpr[r[1]] = SKIPPED
+        else:
+            m.vgpr[r] = [SKIPPED] * m.nlanes

@@ -44,6 +44,22 @@ class Unsupported(Exception):
     """An instruction or operand form without semantics on a path that needs it."""
 
 
+class SliceMiss(Exception):
+    """A sliced concrete replay read a register that an instruction it skipped may have
+    written (:mod:`addrsim.engine.slice`): the replay must run again unsliced."""
+
+
+class _Skipped:
+    """The value of a register last written by an instruction a sliced replay skipped."""
+
+    def __repr__(self):
+        return "SKIPPED"
+
+
+#: Marks a register a sliced replay did not compute; reading it raises SliceMiss.
+SKIPPED = _Skipped()
+
+
 @dataclass
 class LaneMask:
     """A 64-bit lane mask written per lane (by VOPC or carry-out), held for a generic lane
@@ -90,8 +106,9 @@ class PathEnd:
 
 
 @lru_cache(maxsize=4096)
-def _parse_reg(op: str):
-    """("s"|"v"|"a", first index, count) or ("special", name) for a register operand."""
+def parse_register(op: str):
+    """("s"|"v"|"a", first index, count) or ("exec", name) for a register operand (VCC as
+    s106:s107, M0 as s124); None for anything else."""
     m = _REG.match(op)
     if m:
         if m.group(1):
@@ -173,7 +190,7 @@ class Machine:
     # ------------------------------------------------------------------ operands
     def parse_reg(self, op: str):
         """("s"|"v"|"a", first index, count) or ("special", name) for a register operand."""
-        return _parse_reg(op)
+        return parse_register(op)
 
     def const_operand(self, op: str, width: int) -> Optional[Expr]:
         """The inline constant or literal ``op`` as a ``width``-bit Const, or None."""
@@ -203,6 +220,8 @@ class Machine:
 
     def _sword(self, i: int) -> Expr:
         v = self.sgpr.get(i)
+        if v is SKIPPED:
+            raise SliceMiss(f"s{i}")
         if v is None:
             v = self.opaque(32, f"s{i} read before any write")
             self.sgpr[i] = v
@@ -257,7 +276,10 @@ class Machine:
         if v is None:
             v = [self.opaque(32, f"{f}{i} read before any write")] * self.nlanes
             self.vgpr[(f, i)] = v
-        return v[lane]
+        x = v[lane]
+        if x is SKIPPED:
+            raise SliceMiss(f"{f}{i}")
+        return x
 
     def write_vector(self, op: str, value: Expr, lane: int, active: Expr):
         r = self.parse_reg(op)
@@ -270,6 +292,10 @@ class Machine:
             if old is None:
                 old = [self.opaque(32, f"{f}{idx + k} read before any write")] * self.nlanes
             new = list(old)
+            if old[lane] is SKIPPED and not _is_true(active):
+                if not isinstance(active, Const):
+                    raise SliceMiss(f"{f}{idx + k} (lane {lane}, EXEC not concrete)")
+                continue                       # an inactive lane keeps its (skipped) value
             new[lane] = p if _is_true(active) else X.ite(active, p, old[lane])
             self.vgpr[(f, idx + k)] = new
 
@@ -342,6 +368,8 @@ class Machine:
             vals, k = [], 0
             for t in ins_tokens:
                 if t == "scc":
+                    if self.scc is SKIPPED:
+                        raise SliceMiss("scc")
                     vals.append(self.scc)
                 else:
                     vals.append(self.read_scalar(in_ops[k], int(t[1:])))
