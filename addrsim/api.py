@@ -10,6 +10,7 @@ below commands.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace as _replace
 from typing import Callable, Dict, List, Optional, Sequence
 
@@ -39,7 +40,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
            properties: Sequence[str] = DEFAULT_PROPERTIES, like=None, checks_out: Optional[list] = None,
            host: Optional[str] = None, routed: bool = False, require_buffers: bool = True,
            options: Optional[Options] = None, progress: Optional[Callable[[int, int, str], None]] = None,
-           **option_kw) -> dict:
+           jobs: int = 1, **option_kw) -> dict:
     """Check every kernel of the code object or assembly listing at ``path``.
 
     A listing (llvm-objdump ``-d`` text, edited or not, or llvm-mc assembly) takes its
@@ -68,6 +69,12 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     points send a failing shape to the kernel.  ``routed``: make ``verdict`` the routed one
     (every layer, routing included).  ``progress(done, total, label)`` is called after each
     check (``label``: kernel, buffer/layout, property and verdict), e.g. to draw a progress bar.
+    ``jobs``: worker processes that share a kernel's checks (each explores the kernel itself
+    and opens the same query cache: ``cache`` when it is an on-disk
+    :class:`addrsim.prove.store.Store`, else an in-memory one of its own); the verdicts,
+    shapes and coordinates are those of one process, as every answer is a function of its
+    query and budgets (only where a witness or counterexample says it was replayed on
+    "another check" can differ).  Ignored with ``checks_out``, which needs the Check objects.
     Returns the report as a JSON-ready dict ``{"tool", "version", "kernels": [...]}`` (see
     README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
     kernel without the buffer's pointer argument, malformed model file), ToolError (no
@@ -87,7 +94,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     for k in src.co.kernels:
         kb = [(b, p) for (sym, b), p in ptrs.items() if sym == k.symbol]
         out["kernels"].append(_kernel_report(path, src, k, ms, kb, layouts, properties, opts, cache, routed,
-                                             checks_out, like, tick))
+                                             checks_out, like, tick, jobs if checks_out is None else 1))
     return out
 
 
@@ -142,7 +149,7 @@ def _buffer_pointers(path, ms, kernels, buffers, explicit) -> Dict[tuple, str]:
 
 
 def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, routed, checks_out, like,
-                   tick) -> dict:
+                   tick, jobs: int = 1) -> dict:
     """One kernel's entry of the report: its checks (property x layout x buffer) and host limits."""
     code = src.code.get(k.symbol)
     if not code:
@@ -155,14 +162,16 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
     ex = explore(code, m, lambda a: pointers_in(a.base), set())
     explore_s = time.time() - t0
     checks = []
-    for prop in properties:
-        for lay in layouts:
-            for b, _ in kbufs:
-                c = _one_check(sub, ex, b, lay, prop, opts, cache, routed)
-                tick(k.symbol, c)
-                checks.append(check_json(c, src.lines))
-                if checks_out is not None:
-                    checks_out.append((k.symbol, c))
+    items = [(prop, lay, b) for prop in properties for lay in layouts for b, _ in kbufs]
+    if jobs > 1 and len(items) > 1:
+        checks = _checks_in_workers(path, like, k.symbol, ms, items, opts, cache, routed, jobs, tick)
+    else:
+        for prop, lay, b in items:
+            c = _one_check(sub, ex, b, lay, prop, opts, cache, routed)
+            tick(k.symbol, c)
+            checks.append(check_json(c, src.lines))
+            if checks_out is not None:
+                checks_out.append((k.symbol, c))
     limits, prob = [], None
     for lay in layouts:
         prob = build_problem(ms, k, lay, Sym("tid_x", 32, "lane"), opts.bounds, src.co.arch, opts.memory_gib)
@@ -174,6 +183,48 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
         if like is not None:
             entry["like"] = str(like)
     return entry
+
+
+# ----------------------------------------------------------------------------- worker processes
+
+_WORKER: dict = {}
+
+
+def _checks_in_workers(path, like, symbol, ms, items, opts, cache, routed, jobs, tick) -> List[dict]:
+    """The JSON of each check of ``items`` ((property, layout, buffer)), in that order,
+    decided by ``jobs`` worker processes (:func:`verify`'s ``jobs``)."""
+    store = getattr(cache, "path", None)
+    out: List[Optional[dict]] = [None] * len(items)
+    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_init_worker,
+                             initargs=(str(path), like and str(like), ms, opts, store, routed)) as pool:
+        futs = {pool.submit(_worker_check, symbol, *it): n for n, it in enumerate(items)}
+        for fut in as_completed(futs):
+            js, c = fut.result()
+            out[futs[fut]] = js
+            tick(symbol, c)
+    return out
+
+
+def _init_worker(path, like, ms, opts, store, routed):
+    from addrsim.prove.store import Store
+    _WORKER.clear()
+    _WORKER.update(src=load_source(path, like), ms=ms, opts=opts, routed=routed, subjects={},
+                   cache=Store(store) if store is not None else Store())
+
+
+def _worker_check(symbol, prop, lay, b):
+    """One check in a worker: (its JSON, a Check with its buffer, layout, property and
+    verdict for the progress callback)."""
+    w = _WORKER
+    src = w["src"]
+    if symbol not in w["subjects"]:
+        k = next(k for k in src.co.kernels if k.symbol == symbol)
+        sub = Subject(k, src.co.arch, src.code[symbol], w["ms"])
+        m, _ = initial_machine(k, src.co.arch, w["ms"])
+        w["subjects"][symbol] = (sub, explore(sub.code, m, lambda a: pointers_in(a.base), set()))
+    sub, ex = w["subjects"][symbol]
+    c = _one_check(sub, ex, b, lay, prop, w["opts"], w["cache"], w["routed"])
+    return check_json(c, src.lines), Check(c.buffer, c.layout, c.verdict, prop=c.prop)
 
 
 def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:

@@ -13,6 +13,9 @@ from typing import Optional
 from addrsim.errors import EXIT_BAD_INPUT, InputError
 
 
+#: Most worker processes of ``--jobs`` (verify, scan); each holds its models and Z3.
+MAX_JOBS = 256
+
 class Parser(argparse.ArgumentParser):
     def error(self, message):  # usage errors: one line, exit 3
         sys.stderr.write(f"addrsim: {message}\n")

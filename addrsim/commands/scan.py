@@ -32,7 +32,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
-from addrsim.commands.common import (EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, budgets_of,
+from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, budgets_of,
                                      cache_dir_of, check_output, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.prove.verdict import Cause, Verdict
@@ -40,7 +40,6 @@ from addrsim.prove.verdict import Cause, Verdict
 SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's
 SCAN_CHECK_MRU = 10.0
 SCAN_MIN_MRU = 1.0
-MAX_JOBS = 256          # worker processes; each holds its models and Z3
 
 ROUTING_CSV = "fmha_bwd_dqdkdv.csv"
 

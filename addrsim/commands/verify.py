@@ -5,8 +5,9 @@ unknown/unsupported/unreachable and no counterexample, 3 bad input or usage, 4 i
 """
 from __future__ import annotations
 
+import sys
 
-from addrsim.commands.common import (Parser, add_budgets, add_common, bound_arg, budgets_of,
+from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, budgets_of,
                                      check_output, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
@@ -33,11 +34,16 @@ def register(sub) -> None:
     add_common(v, "address,bounds")
     v.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml",
                    help="user layouts file (a model file with a layouts section; repeatable)")
+    v.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                   help="worker processes sharing each kernel's checks (same verdicts as one)")
     v.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     v.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
 
 def run(args) -> int:
+    if not 1 <= args.jobs <= MAX_JOBS:
+        sys.stderr.write(f"addrsim: --jobs must be between 1 and {MAX_JOBS}, got {args.jobs}\n")
+        return EXIT_BAD_INPUT
     bar = progress_bar(args, "addrsim verify", "check")
     try:
         check_output(args.json, "--json")
@@ -46,7 +52,8 @@ def run(args) -> int:
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
                           bounds=dict(args.bound), arith=args.arith, **budgets_of(args),
                           memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
-                          like=args.like, host=args.host, routed=args.routed, progress=bar, cache=cache)
+                          like=args.like, host=args.host, routed=args.routed, progress=bar, cache=cache,
+                          jobs=args.jobs)
                    for f in args.files]
     except AddrsimError as e:
         return fail(e)
