@@ -71,10 +71,10 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     check (``label``: kernel, buffer/layout, property and verdict), e.g. to draw a progress bar.
     ``jobs``: worker processes that share a kernel's checks (each explores the kernel itself
     and opens the same query cache: ``cache`` when it is an on-disk
-    :class:`addrsim.prove.store.Store`, else an in-memory one of its own); the verdicts,
-    shapes and coordinates are those of one process, as every answer is a function of its
-    query and budgets (only where a witness or counterexample says it was replayed on
-    "another check" can differ).  Ignored with ``checks_out``, which needs the Check objects.
+    :class:`addrsim.prove.store.Store`, else an in-memory one of its own); the report is
+    that of one process (times aside), as every answer is a function of its query and
+    budgets and a replay is reused only for the same access of the same code.  Ignored with
+    ``checks_out``, which needs the Check objects.
     Returns the report as a JSON-ready dict ``{"tool", "version", "kernels": [...]}`` (see
     README.md for the schema).  Raises InputError (bad file, unknown buffer or layout, a
     kernel without the buffer's pointer argument, malformed model file), ToolError (no

@@ -40,7 +40,7 @@ from addrsim.prove.options import Options
 from addrsim.backends.z3_run import RU
 from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, query_key, ranges_of,
                                  solve, violates)
-from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop,
+from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
 from addrsim.prove.verdict import Cause, Check, ReplayFailure, Verdict
@@ -251,8 +251,9 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
 
 def _replayed(ctx: _Ctx, t, key, model, a, a00, env, expected, conds, claim):
     """The counterexample of ``model`` confirmed (bounds, int mode, or the concrete replay),
-    reused across sibling kernels through the cache, or a ReplayFailure."""
-    rkey = ("replay", ctx.opts.arith, key)
+    or a ReplayFailure; reused from the cache for the same query at the same access of the
+    same code (:func:`addrsim.prove.replay.replay_site`): another check, or an earlier run."""
+    rkey = ("replay", ctx.opts.arith, key, replay_site(ctx.sub, t.access.instr.addr))
     cex = ctx.cached(rkey)
     if cex is None:
         if ctx.prop == "bounds":
@@ -265,11 +266,9 @@ def _replayed(ctx: _Ctx, t, key, model, a, a00, env, expected, conds, claim):
         return ctx.keep(rkey, cex)
     if isinstance(cex, ReplayFailure):
         return cex
-    # the same query (same extracted semantics and conditions) was replayed on a sibling
-    # kernel, or by an earlier run (the query store); this kernel's access is at its own address
-    where = "an earlier run of the same query" if getattr(ctx.cache, "earlier", lambda k: False)(rkey) \
-        else "the same query of a sibling kernel or another check"
-    return replace_dc(cex, access=t.access.instr.addr, replayed_on=cex.replayed_on or where)
+    if getattr(ctx.cache, "earlier", lambda k: False)(rkey):     # read from the query store
+        return replace_dc(cex, replayed_on=cex.replayed_on or "an earlier run of the same query")
+    return replace_dc(cex)      # replayed in this run, on this kernel's access (this check or another)
 
 
 def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges):

@@ -12,6 +12,7 @@ below 2**47 (user-mode canonical addresses).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, replace as replace_dc
 from typing import Dict, List, Optional, Tuple
 
@@ -40,6 +41,17 @@ class Subject:
     arch: str
     code: List[Instr]
     ms: object
+
+
+def replay_site(sub: Subject, pc: int) -> Tuple[str, int]:
+    """What a cached replay is keyed by besides its query: a digest of the kernel's
+    instructions (addresses and text) and the access's address.  A replay is reused only for
+    the same access of the same code (another check with the same query, or an earlier run),
+    so it always says it ran on "this kernel", whichever check ran it first."""
+    h = hashlib.blake2b(digest_size=16)
+    for i in sub.code:
+        h.update(f"{i.addr:x} {i.text}\n".encode())
+    return h.hexdigest(), pc
 
 
 def _fail(kind: str, reason: str) -> ReplayFailure:
@@ -317,9 +329,10 @@ def confirm_loop(sub: Subject, prob, model, pc, expected, buffer) -> Optional[Co
 
 def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None):
     """The (decide, replay) pair :func:`addrsim.prove.domain.settle` needs for check ``res``.
-    ``cache`` (the check's query cache) keeps each decided model and replayed witness by
-    the structural hash of its query, so sibling kernels with the same address computation
-    (rtne/rtna/rtz) reuse them: the witness then says it was replayed on a sibling."""
+    ``cache`` (the check's query cache) keeps each decided model by the structural hash of
+    its query, so sibling kernels with the same address computation (rtne/rtna/rtz) reuse
+    it, and each replayed witness by its query, model, kernel code and access
+    (:func:`replay_site`): a witness read from an earlier run says so."""
     prob = res.problem
     ranges = ranges_of(prob)
     expected = prob.expected.get(res.buffer) if res.prop == "address" else None
@@ -340,14 +353,14 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
     def rep(case, model):
         t, conds, claim, a, a00 = case
         key = (qkey("witness", conds, claim), tuple(sorted((k, v) for k, v in model.items()
-                                                            if not k.endswith("[]"))))
+                                                            if not k.endswith("[]"))),
+               replay_site(sub, t.access.instr.addr))
         if cache is not None and key in cache:
             w = cache[key]
-            if isinstance(w, ReplayFailure) or w.replayed_on != "this kernel":
+            if isinstance(w, ReplayFailure) or w.replayed_on != "this kernel" \
+                    or not getattr(cache, "earlier", lambda k: False)(key):
                 return w
-            who = "an earlier run" if getattr(cache, "earlier", lambda k: False)(key) \
-                else "a sibling kernel or another check"
-            return replace_dc(w, replayed_on=f"{who} with the same query (this kernel's access "
+            return replace_dc(w, replayed_on=f"an earlier run with the same query (this kernel's access "
                                              f"at {t.access.instr.addr:#x})")
         if not violates(conds, X.bnot(claim), model):
             w = _fail("mismatch", "witness model breaks the proved claim when evaluated (engine bug)")
