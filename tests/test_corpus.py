@@ -7,12 +7,11 @@ bhsd/bshd counterexamples are the kernels' 32-bit multiplies at tensors past 4 G
 u32 casts are host limits, not counterexamples); the SBHD LSE/D shortcut of the no-pad kernels
 is a kernel bug, latent under the wheel's host, which routes SBHD there only when batch == 1.
 
-The pinned data holds one kernel per (architecture, kernel family), 24 in all.  CI rescans a
-short list of them (PINNED["ci"]: they cover the argument structs), pinned again in issue 14
-under deterministic budgets; the other 21 keep the wall-clock settings they were pinned with
-(their own ``settings``: compared leniently on "unknown"; repinning them takes a 24-kernel
-scan and ``benchmarks/pin_corpus.py --keep-old``).  ADDRSIM_CORPUS=pinned rescans all of
-them.  Since issue 14 solver budgets are
+The pinned data holds one kernel per (architecture, kernel family), 24 in all, every one
+pinned from one 24-kernel scan under deterministic budgets (issue 14, session 7: 42 minutes
+with --jobs 2).  CI rescans a short list of them (PINNED["ci"]: they cover the argument
+structs, and the hd192 and sliding-window families); ADDRSIM_CORPUS=pinned rescans all of
+them (about 75 minutes on one core).  Since issue 14 solver budgets are
 resource units and every query runs in a Z3 context of its own, so a verdict, "unknown"
 included, does not depend on the machine, its load or what ran before: data pinned with
 ``"deterministic": true`` settings fails on any change.  (Older data, pinned with wall-clock
