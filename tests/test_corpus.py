@@ -46,10 +46,10 @@ def _selection():
 @pytest.mark.skipif(not PINNED["kernels"], reason="no pinned corpus verdicts")
 @pytest.mark.parametrize("name", _selection())
 def test_pinned_verdicts(name, corpus):
-    if PINNED["kernels"][name].get("semantics") != "kernel-verdict":
-        # deliberate: only ADDRSIM_CORPUS=pinned selects these; CI's kernels are repinned and compared exactly
-        pytest.skip("pinned before issue 12 (verdicts under routing, host casts as counterexamples) and before "
-                    "loops by dominance (session 6: dK/dV were unreachable): repin with benchmarks/pin_corpus.py")
+    # every entry is pinned with the kernel-verdict semantics (issue 12); an older one is stale
+    # data, a failure, never a silent skip
+    assert PINNED["kernels"][name].get("semantics") == "kernel-verdict", \
+        f"{name}: pinned before issue 12 (verdicts under routing): repin with benchmarks/pin_corpus.py"
     arch, file = name.split("/")
     path = corpus / arch / "fmha_v3_bwd" / file
     st = PINNED["kernels"][name].get("settings", PINNED["settings"])    # older entries keep their own
