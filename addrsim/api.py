@@ -154,12 +154,8 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
     code = src.code.get(k.symbol)
     if not code:
         raise InputError(path, f"kernel {k.symbol}: no code found in the disassembly")
-    sub = Subject(k, src.co.arch, code, ms)
     t0 = time.time()
-    m, _ = initial_machine(k, src.co.arch, ms)
-    # to the end of every path, whatever buffers were selected: the accesses and loops a check
-    # sees (and so its verdict) must not depend on which other buffers were asked for
-    ex = explore(code, m, lambda a: pointers_in(a.base), set())
+    sub, ex = _explored(k, src, ms)
     explore_s = time.time() - t0
     checks = []
     items = [(prop, lay, b) for prop in properties for lay in layouts for b, _ in kbufs]
@@ -218,13 +214,19 @@ def _worker_check(symbol, prop, lay, b):
     w = _WORKER
     src = w["src"]
     if symbol not in w["subjects"]:
-        k = next(k for k in src.co.kernels if k.symbol == symbol)
-        sub = Subject(k, src.co.arch, src.code[symbol], w["ms"])
-        m, _ = initial_machine(k, src.co.arch, w["ms"])
-        w["subjects"][symbol] = (sub, explore(sub.code, m, lambda a: pointers_in(a.base), set()))
+        w["subjects"][symbol] = _explored(next(k for k in src.co.kernels if k.symbol == symbol), src, w["ms"])
     sub, ex = w["subjects"][symbol]
     c = _one_check(sub, ex, b, lay, prop, w["opts"], w["cache"], w["routed"])
     return check_json(c, src.lines), Check(c.buffer, c.layout, c.verdict, prop=c.prop)
+
+
+def _explored(k, src, ms):
+    """(Subject, Exploration) of kernel ``k``: every path to its end, whatever buffers were
+    selected (the accesses and loops a check sees, and so its verdict, must not depend on
+    which other buffers were asked for)."""
+    sub = Subject(k, src.co.arch, src.code[k.symbol], ms)
+    m, _ = initial_machine(k, src.co.arch, ms)
+    return sub, explore(sub.code, m, lambda a: pointers_in(a.base), set())
 
 
 def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:

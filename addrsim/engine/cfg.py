@@ -44,11 +44,13 @@ class Cfg:
     """``rank``: instruction address -> its position in a reverse post-order of the graph
     without back edges (every other edge goes to a higher rank: exploration in rank order
     meets every join point once); ``back``: the (latch, head) back edges; ``loops`` one per
-    back edge, innermost (smallest body) last among loops of one header."""
+    back edge, innermost (smallest body) last among loops of one header; ``succ``: instruction
+    address -> the addresses control may go to next (:func:`successors`, within the code)."""
 
     rank: Dict[int, int] = field(default_factory=dict)
     back: FrozenSet[Tuple[int, int]] = frozenset()
     loops: List[Loop] = field(default_factory=list)
+    succ: Dict[int, List[int]] = field(default_factory=dict)
 
     def exits(self, src: int, dst: int) -> List[Loop]:
         """The loops that the edge ``src`` -> ``dst`` leaves, innermost first."""
@@ -107,7 +109,7 @@ def _build(code: List[Instr]) -> Cfg:
         body, escaped = _natural_body(head, latch, preds, addrs[0])
         loops.append(Loop(head, latch, frozenset(body), escaped or not _dominates(dom, head, latch)))
     loops.sort(key=lambda lp: (lp.head, -len(lp.body)))
-    return Cfg(rank, frozenset(back), loops)
+    return Cfg(rank, frozenset(back), loops, succ)
 
 
 def _dfs(entry: int, succ: Dict[int, List[int]]):

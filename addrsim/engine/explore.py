@@ -362,18 +362,18 @@ class ReplayBudget(Exception):
 
 
 def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 60_000,
-                 occurrence: int = 1, sliced: bool = True) -> Optional[List[Access]]:
+                 occurrence: int = 1) -> Optional[List[Access]]:
     """Run one wave concretely until the instruction at ``stop_addr`` executes for the
     ``occurrence``-th time (default the first: later ones are later loop iterations); return
     its per-lane accesses (None if it is never reached that often).  Raises Unsupported, and
     ReplayBudget past ``max_steps`` instructions (every instruction on the path counts, run
     or skipped, so the budget is the same sliced or not).
 
-    ``sliced``: execute only the instructions the access and the path to it can depend on
-    (:func:`addrsim.engine.slice.replay_plan`); when the sliced run reads a register it
-    skipped, or refuses an instruction, it is run again unsliced from the same start, so the
-    answer is always the unsliced run's."""
-    plan = replay_plan(code, stop_addr) if sliced else None
+    It executes only the instructions the access and the path to it can depend on
+    (:func:`addrsim.engine.slice.replay_plan`); when that run reads a register it skipped,
+    or refuses an instruction, it is run again unsliced from the same start, so the answer
+    is always the unsliced run's."""
+    plan = replay_plan(code, stop_addr)
     if plan is None:
         return _run_concrete(code, m, stop_addr, max_steps, occurrence, None)
     start = m.clone()

@@ -189,7 +189,7 @@ class Machine:
 
     # ------------------------------------------------------------------ operands
     def parse_reg(self, op: str):
-        """("s"|"v"|"a", first index, count) or ("special", name) for a register operand."""
+        """:func:`parse_register`."""
         return parse_register(op)
 
     def const_operand(self, op: str, width: int) -> Optional[Expr]:

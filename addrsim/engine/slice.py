@@ -15,7 +15,7 @@ path to it depends on.  The plan executes only what can matter:
 * the access itself, with its address operands (V#, VGPR offset or index, soffset);
 * backwards from those, every ALU, scalar-load and lane instruction that may write a
   register some executed instruction may still read (a backward liveness fixpoint over the
-  control-flow graph, :func:`addrsim.engine.cfg.successors`);
+  control-flow graph, :func:`addrsim.engine.cfg.cfg_of`);
 * every instruction without semantics (the machine refuses it, as it would unsliced).
 
 Memory loads other than the access and data instructions (``data`` rows: MFMA, LDS reads,
@@ -39,7 +39,7 @@ from typing import Dict, List, Optional, Tuple
 
 from addrsim.isa.table import effects, lookup
 from addrsim.loader.disasm import Instr
-from addrsim.engine.cfg import successors
+from addrsim.engine.cfg import cfg_of
 from addrsim.engine.machine import parse_register
 
 #: Register file numbering of the GFX9 SGPR space (MI300 ISA guide section 3.1): VCC is
@@ -164,7 +164,8 @@ def _facts(ins: Instr) -> _Facts:
     if kind == "data":
         return _Facts(may, kills, 0, 0, bool(may & EXEC_BIT), False)
     if kind == "unknown":
-        return _Facts(may | dst, 0, src | dst | EXEC_BIT | SCC_BIT, src | dst | EXEC_BIT | SCC_BIT, True, True)
+        reads = src | dst | EXEC_BIT | SCC_BIT
+        return _Facts(may, 0, reads, reads, True, True)
     return _Facts(may, kills, uses, uses, bool(may & EXEC_BIT), True)
 
 
@@ -177,10 +178,8 @@ def _graph(code: List[Instr]):
     got = _CACHE.get(key)
     if got is None:
         index = {ins.addr: n for n, ins in enumerate(code)}
-        succ = []
-        for n, ins in enumerate(code):
-            nxt = code[n + 1].addr if n + 1 < len(code) else None
-            succ.append([index[t] for t in successors(ins, nxt) if t is not None and t in index])
+        graph = cfg_of(code).succ
+        succ = [[index[t] for t in graph.get(ins.addr, ())] for ins in code]
         got = ([_facts(ins) for ins in code], succ)
         if len(_CACHE) >= 8:
             _CACHE.clear()
