@@ -84,3 +84,48 @@ def test_a_smaller_failure_that_evaluation_misses_is_found_by_the_solver():
     model, minimal = minimize(q, start, PROB, 40 * 10 ** 6)
     assert minimal and (model["batch"], model["nhead_q"], model["seqlen_q"]) == (1, 2, 7)
     assert q.used > 0
+
+
+LANE = Sym("tid_x", 32, "lane")
+
+
+def test_the_least_seqlen_counts_the_last_tile_and_the_worst_lane(monkeypatch):
+    """A tile-major offset as the fmha_v3_bwd K/V loads compute it (bytes, 32-bit):
+    (batch_id*nhead_q + head_id)*seqlen_q*256 + tile*49152 + (tid_x & 15)*16, with tile below
+    ceil(seqlen_q/192).  At batch=2, nhead_q=9 the last workgroup, last tile and lane 15 reach
+    2**32 first, at a seqlen_q tens of thousands below where tile 0 and lane 0 do: the search
+    finds that shape by evaluation, and one solver call per variable proves that nothing
+    below it fails, down to the tile and the lane."""
+    w = lambda e: X.extract(e, 31, 0)  # noqa: E731
+    def offset(width):
+        cast = (lambda e: e) if width == 32 else (lambda e: X.zext(e, 64))
+        k = lambda c: Const(c, width)  # noqa: E731
+        b, h, s = (w(v) if width == 32 else v for v in (B, H, S))
+        rows = X.mul(X.add(X.mul(cast(BID), h), cast(HID)), s)
+        return X.add(X.add(X.mul(rows, k(256)), X.mul(cast(TILE), k(49152))),
+                     X.mul(cast(X.band(LANE, Const(15, 32))), k(16)))
+    claim = X.eq(X.zext(offset(32), 64), offset(64))
+    tiles = X.udiv(X.add(S, Const(191, 64)), Const(192, 64))
+    conds = [X.ule(Const(2, 64), B), X.ule(B, Const(2, 64)), X.ule(Const(9, 64), H), X.ule(H, Const(9, 64)),
+             X.ule(Const(1, 64), S), X.ule(S, Const(1 << 20, 64)), X.ult(X.zext(BID, 64), B),
+             X.ult(X.zext(HID, 64), H), X.ult(X.zext(TILE, 64), tiles), X.ult(LANE, Const(256, 32))]
+    ranges = {"batch": (2, 2), "nhead_q": (9, 9), "seqlen_q": (1, 1 << 20), "batch_id": (0, 1), "head_id": (0, 8),
+              "tile": (0, 1 << 20), "tid_x": (0, 1023)}
+    q = Query(conds, claim, ranges, 10 ** 7)
+    start = {"batch": 2, "nhead_q": 9, "seqlen_q": 1 << 20, "batch_id": 1, "head_id": 8, "tile": 0, "tid_x": 0}
+    assert violates(conds, claim, start)
+    calls = []
+    inner = Query.solve_within
+    monkeypatch.setattr(Query, "solve_within", lambda self, *a: calls.append(a[0]) or inner(self, *a))
+    model, minimal = minimize(q, start, PROB, 40 * 10 ** 6)
+    assert minimal and violates(conds, claim, model)
+    assert len(calls) <= 4, calls            # seqlen_q, batch_id, head_id, tile: one proof each
+
+    def fails(s, tile, lane):
+        return 17 * s * 256 + tile * 49152 + lane * 16 >= 1 << 32
+    least = next(s for s in range(900_000, 1 << 20) if fails(s, (s + 191) // 192 - 1, 15))
+    last = (least + 191) // 192 - 1
+    assert not fails(least, 0, 0)            # tile 0, lane 0 fail only much later
+    assert model["seqlen_q"] == least
+    assert model["tile"] == min(t for t in range(last + 1) if fails(least, t, 15))
+    assert model["tid_x"] == min(ln for ln in range(16) if fails(least, model["tile"], ln))

@@ -23,7 +23,7 @@ from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.ir.poly import ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
-from addrsim.prove.probe import _Batch, probe, shrink, uniform_arrays
+from addrsim.prove.probe import _Batch, _last_tiles, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
 from addrsim.backends.z3_bv import holds_bv, to_bv
 from addrsim.backends.z3_int import IntEncoder
@@ -532,19 +532,56 @@ def _raised(q: Query, t, var: str, names):
     try:
         for v in later:
             t = _raise_one(q, t, v, names)
-        t = _last_ids(t, names)
+        t = _last_ids(t, names, var)
         if not _Batch(q.conds, q.claim, [t], names.get("arrays")).fits()[0]:
             return None
+        t = _worst_tile_and_lane(q, t, names, var)
     except NoVec:
         return None
     return uniform_arrays(t, names.get("arrays"))
 
 
-def _last_ids(t, names):
+LANES = 1024          # work-items per workgroup at most (AMDGPUUsage: flat workgroup size <= 1024)
+
+
+def _worst_tile_and_lane(q: Query, t, names, var: str):
+    """``t`` (which fits) with the tile id raised to the last tile its shape launches (by
+    bisection over the conditions, :func:`addrsim.prove.probe._last_tiles`) and the lane set
+    to the first lane, of every lane of the workgroup evaluated at once, at which the claim
+    fails there: the largest offset a shape reaches, where a 32-bit wrap shows first (the
+    tile and lane terms of an offset can move the least failing seqlen_q by tens of
+    thousands).  Only what comes after ``var`` (the variable being lowered) in the
+    minimisation order moves.  ``t`` with its own tile and lane when that does not fail."""
+    free = _after(names, var)
+    tile, lane = names.get("tile"), names.get("lane")
+    arrays = names.get("arrays")
+    if tile in t and lane in free:
+        b = _Batch(q.conds, q.claim, [t], arrays)
+        if tile in free:
+            _last_tiles(b, np.ones(1, dtype=bool), tile, q.ranges.get(tile, (0, t[tile]))[1])
+        raised = b.point(0)
+        if lane not in raised:
+            return raised if b.fails()[0] else t
+        lanes = [dict(raised, **{lane: i}) for i in range(min(LANES, q.ranges.get(lane, (0, LANES - 1))[1] + 1))]
+        hit = np.flatnonzero(_Batch(q.conds, q.claim, lanes, arrays).fails())
+        if len(hit):
+            return uniform_arrays(lanes[int(hit[0])], arrays)
+    return t
+
+
+def _after(names, var: str):
+    """The grid ids and the lane that come after ``var`` in the minimisation order (batch,
+    nhead_q, seqlen_q, ... then batch_id, head_id, tile, lane): those a candidate may move."""
+    ids = [names.get(k) for k in ("batch", "head", "tile", "lane")]
+    return set(ids[ids.index(var) + 1:]) if var in ids else set(ids)
+
+
+def _last_ids(t, names, var: str = ""):
     t = dict(t)
-    if names["batch"] in t and "batch" in t:
+    free = _after(names, var)
+    if names["batch"] in t and "batch" in t and names["batch"] in free:
         t[names["batch"]] = max(t["batch"] - 1, 0)
-    if names["head"] in t and "nhead_q" in t:
+    if names["head"] in t and "nhead_q" in t and names["head"] in free:
         t[names["head"]] = max(t["nhead_q"] - 1, 0)
     return t
 
@@ -606,7 +643,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
     order += [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     fixed: Dict[str, Tuple[int, int]] = {}
-    names = {"batch": grid["z"].name, "head": grid["y"].name}
+    names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     pnames = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     start = q.used
     arrays = getattr(prob, "array_specs", None)
