@@ -529,6 +529,9 @@ def _raised(q: Query, t, var: str, names):
     when the point does not fit or numpy cannot evaluate the conditions."""
     later = [v for v in RAISE if v in t and ORDER.index(v) > ORDER.index(var)] if var in ORDER else []
     t = dict(t)
+    tile = names.get("tile")
+    if tile in t and tile in _after(names, var):
+        t[tile] = q.ranges.get(tile, (0, 0))[0]   # a tile of a larger shape may not exist in this one
     try:
         for v in later:
             t = _raise_one(q, t, v, names)
@@ -539,6 +542,14 @@ def _raised(q: Query, t, var: str, names):
     except NoVec:
         return None
     return uniform_arrays(t, names.get("arrays"))
+
+
+def _conds_reading(q: Query, name: str) -> List[Expr]:
+    """The conditions of ``q`` that read the symbol ``name`` (memoised on the query)."""
+    memo = q.__dict__.setdefault("_reading", {})
+    if name not in memo:
+        memo[name] = [c for c in q.conds if name in X.symbols(c)]
+    return memo[name]
 
 
 LANES = 1024          # work-items per workgroup at most (AMDGPUUsage: flat workgroup size <= 1024)
@@ -556,14 +567,17 @@ def _worst_tile_and_lane(q: Query, t, names, var: str):
     tile, lane = names.get("tile"), names.get("lane")
     arrays = names.get("arrays")
     if tile in t and lane in free:
-        b = _Batch(q.conds, q.claim, [t], arrays)
+        # ``t`` fits: only the conditions that read the tile (then the lane) can change
+        b = _Batch(_conds_reading(q, tile), q.claim, [t], arrays)
         if tile in free:
             _last_tiles(b, np.ones(1, dtype=bool), tile, q.ranges.get(tile, (0, t[tile]))[1])
         raised = b.point(0)
+        if b.fails()[0]:
+            return raised
         if lane not in raised:
-            return raised if b.fails()[0] else t
+            return t
         lanes = [dict(raised, **{lane: i}) for i in range(min(LANES, q.ranges.get(lane, (0, LANES - 1))[1] + 1))]
-        hit = np.flatnonzero(_Batch(q.conds, q.claim, lanes, arrays).fails())
+        hit = np.flatnonzero(_Batch(_conds_reading(q, lane), q.claim, lanes, arrays).fails())
         if len(hit):
             return uniform_arrays(lanes[int(hit[0])], arrays)
     return t
