@@ -1,6 +1,6 @@
 """Counts per buffer of a scan JSON: proved, counterexample (reachable / latent), unknown,
 unsupported, unreachable; the latent findings with their masking routing condition; the host
-limits; the most common undecided reasons.
+limits; the counterexamples not proven minimal; the most common undecided reasons.
 
     python3 benchmarks/verdict_counts.py scan.json
 """
@@ -8,11 +8,14 @@ import json, sys, collections
 d = json.load(open(sys.argv[1]))
 cnt = collections.defaultdict(collections.Counter)
 latent = collections.Counter(); lims = collections.Counter(); reasons = collections.Counter()
+not_minimal = []
 for k in d["kernels"]:
     for c in k["checks"]:
         v = c["verdict"]
         if v == "counterexample":
             v = "cex-latent" if (c.get("routing") or {}).get("reachable") is False else "cex-reachable"
+            if not (c.get("counterexample") or {}).get("minimal"):
+                not_minimal.append(f"{k['kernel']} {c['buffer']}/{c['layout']} {c.get('property', 'address')}")
             if v == "cex-latent":
                 latent[(c["buffer"], c["layout"], c.get("cause"), "; ".join(m.split(" [")[0] for m in c["routing"]["masked_by"]))] += 1
         cnt[c["buffer"]][v] += 1
@@ -27,5 +30,7 @@ print("latent:")
 for x, n in latent.most_common(): print("  ", n, x)
 print("host limits:")
 for x, n in lims.most_common(): print("  ", n, x)
+print("counterexamples not proven minimal:", len(not_minimal))
+for x in not_minimal[:12]: print("  ", x)
 print("undecided reasons:")
 for x, n in reasons.most_common(12): print("  ", n, x)

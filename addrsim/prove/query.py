@@ -524,21 +524,33 @@ def _raised(q: Query, t, var: str, names):
     """``t`` with the shape variables after ``var`` (nhead_q, seqlen_q, seqlen_k) raised, in
     that order, to about the largest value the conditions allow (evaluated over a grid of
     candidates at once, :class:`addrsim.prove.probe._Batch`; multiples of 64 included for the
-    sequence traits), and the grid ids to the last workgroup (batch_id = batch - 1,
-    head_id = nhead_q - 1): a 32-bit wrap lost by a smaller batch shows again there.  None
-    when the point does not fit or numpy cannot evaluate the conditions."""
+    sequence traits), the grid ids to the last workgroup (batch_id = batch - 1,
+    head_id = nhead_q - 1), then the last tile and a failing lane
+    (:func:`_worst_tile_and_lane`): a 32-bit wrap lost by a smaller batch shows again there.
+    When that point is no counterexample, the same with ``t``'s own tile and lane.  None when
+    the point does not fit or numpy cannot evaluate the conditions."""
+    tile = names.get("tile")
+    first = None
+    if tile in t and tile in _after(names, var):
+        # a tile of a larger shape may not exist in this one: from the first tile up
+        first = _raised_from(q, dict(t, **{tile: q.ranges.get(tile, (0, 0))[0]}), var, names, True)
+        keep = q.keep if q.arith == "int" else None
+        if first is not None and violates(q.conds, q.claim, first, keep):
+            return first
+    return _raised_from(q, t, var, names, False) or first
+
+
+def _raised_from(q: Query, t, var: str, names, worst: bool):
     later = [v for v in RAISE if v in t and ORDER.index(v) > ORDER.index(var)] if var in ORDER else []
     t = dict(t)
-    tile = names.get("tile")
-    if tile in t and tile in _after(names, var):
-        t[tile] = q.ranges.get(tile, (0, 0))[0]   # a tile of a larger shape may not exist in this one
     try:
         for v in later:
             t = _raise_one(q, t, v, names)
         t = _last_ids(t, names, var)
         if not _Batch(q.conds, q.claim, [t], names.get("arrays")).fits()[0]:
             return None
-        t = _worst_tile_and_lane(q, t, names, var)
+        if worst:
+            t = _worst_tile_and_lane(q, t, names, var)
     except NoVec:
         return None
     return uniform_arrays(t, names.get("arrays"))
