@@ -192,3 +192,12 @@ def test_bounds_checks_every_access_not_only_the_first(tmp_path, properties):
         assert x["address"]["extracted"] + 4 > x["address"]["expected"]                    # offset + 4 > extent
         if "address" in properties:
             assert got[("address", lay)]["verdict"] == "proved"
+
+
+def test_each_property_writes_its_own_smtlib_file():
+    """The address and bounds obligations of one kernel, buffer and layout are different
+    formulas: their SMT-LIB2 files have different names (one used to overwrite the other)."""
+    from addrsim.prove.check import smt2_name
+    names = {smt2_name("_ZN5aiter4kE", "dk", "sbhd", p, a) for p in ("address", "bounds") for a in ("bv", "int")}
+    assert len(names) == 4
+    assert smt2_name("k e", "dk", "sbhd", "bounds", "bv") == "k_e.dk.sbhd.bounds.bv.smt2"

@@ -331,11 +331,17 @@ def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
     return Cause.OVERFLOW, sites
 
 
+def smt2_name(symbol: str, buffer: str, layout: str, prop: str, arith: str) -> str:
+    """File name of an undecided obligation: one per kernel, buffer, layout, property
+    (address or bounds) and arithmetic, so no check overwrites another's."""
+    import re
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{symbol}.{buffer}.{layout}.{prop}.{arith}") + ".smt2"
+
+
 def _dump(ctx: _Ctx, text_fn) -> str:
     """Write an undecided obligation as SMT-LIB2 under ``opts.smt_dir``; the reason's suffix."""
     if not ctx.opts.smt_dir:
         return ""
-    import re
     from pathlib import Path
     try:
         text = text_fn()
@@ -343,8 +349,7 @@ def _dump(ctx: _Ctx, text_fn) -> str:
             return ""
         d = Path(ctx.opts.smt_dir)
         d.mkdir(parents=True, exist_ok=True)
-        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{ctx.sub.kernel.symbol}.{ctx.buffer}.{ctx.layout}.{ctx.res.arith}") \
-            + ".smt2"
+        name = smt2_name(ctx.sub.kernel.symbol, ctx.buffer, ctx.layout, ctx.prop, ctx.res.arith)
         (d / name).write_text(text)
         ctx.res.smt2 = str(d / name)
         return f" (obligation written to {d / name})"
