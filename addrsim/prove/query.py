@@ -179,6 +179,13 @@ class Query:
         self.discharged = False
         self.wallclock = False                # a check stopped at the wall-clock safety limit
         self.sels = [n for e in conds + [self.goal] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
+        self._reading: Dict[str, List[Expr]] = {}
+
+    def conds_reading(self, name: str) -> List[Expr]:
+        """The conditions that read the symbol ``name`` (memoised)."""
+        if name not in self._reading:
+            self._reading[name] = [c for c in self.conds if name in X.symbols(c)]
+        return self._reading[name]
 
     @property
     def used(self) -> int:
@@ -527,20 +534,20 @@ def _raised(q: Query, t, var: str, names):
     sequence traits), the grid ids to the last workgroup (batch_id = batch - 1,
     head_id = nhead_q - 1), then the last tile and a failing lane
     (:func:`_worst_tile_and_lane`): a 32-bit wrap lost by a smaller batch shows again there.
-    When that point is no counterexample, the same with ``t``'s own tile and lane.  None when
-    the point does not fit or numpy cannot evaluate the conditions."""
+    When that point is no counterexample (bit-vector reading), the same with ``t``'s own tile
+    and lane.  None when the point does not fit or numpy cannot evaluate the conditions."""
     tile = names.get("tile")
     first = None
     if tile in t and tile in _after(names, var):
         # a tile of a larger shape may not exist in this one: from the first tile up
         first = _raised_from(q, dict(t, **{tile: q.ranges.get(tile, (0, 0))[0]}), var, names, True)
-        keep = q.keep if q.arith == "int" else None
-        if first is not None and violates(q.conds, q.claim, first, keep):
+        if first is not None and violates(q.conds, q.claim, first):
             return first
     return _raised_from(q, t, var, names, False) or first
 
 
 def _raised_from(q: Query, t, var: str, names, worst: bool):
+    """:func:`_raised` from ``t``; with ``worst``, then the last tile and a failing lane."""
     later = [v for v in RAISE if v in t and ORDER.index(v) > ORDER.index(var)] if var in ORDER else []
     t = dict(t)
     try:
@@ -554,14 +561,6 @@ def _raised_from(q: Query, t, var: str, names, worst: bool):
     except NoVec:
         return None
     return uniform_arrays(t, names.get("arrays"))
-
-
-def _conds_reading(q: Query, name: str) -> List[Expr]:
-    """The conditions of ``q`` that read the symbol ``name`` (memoised on the query)."""
-    memo = q.__dict__.setdefault("_reading", {})
-    if name not in memo:
-        memo[name] = [c for c in q.conds if name in X.symbols(c)]
-    return memo[name]
 
 
 LANES = 1024          # work-items per workgroup at most (AMDGPUUsage: flat workgroup size <= 1024)
@@ -580,7 +579,7 @@ def _worst_tile_and_lane(q: Query, t, names, var: str):
     arrays = names.get("arrays")
     if tile in t and lane in free:
         # ``t`` fits: only the conditions that read the tile (then the lane) can change
-        b = _Batch(_conds_reading(q, tile), q.claim, [t], arrays)
+        b = _Batch(q.conds_reading(tile), q.claim, [t], arrays)
         if tile in free:
             _last_tiles(b, np.ones(1, dtype=bool), tile, q.ranges.get(tile, (0, t[tile]))[1])
         raised = b.point(0)
@@ -589,7 +588,7 @@ def _worst_tile_and_lane(q: Query, t, names, var: str):
         if lane not in raised:
             return t
         lanes = [dict(raised, **{lane: i}) for i in range(min(LANES, q.ranges.get(lane, (0, LANES - 1))[1] + 1))]
-        hit = np.flatnonzero(_Batch(_conds_reading(q, lane), q.claim, lanes, arrays).fails())
+        hit = np.flatnonzero(_Batch(q.conds_reading(lane), q.claim, lanes, arrays).fails())
         if len(hit):
             return uniform_arrays(lanes[int(hit[0])], arrays)
     return t
@@ -669,8 +668,8 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
     order += [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     fixed: Dict[str, Tuple[int, int]] = {}
-    names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     pnames = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
+    names = dict(pnames)
     start = q.used
     arrays = getattr(prob, "array_specs", None)
     names["arrays"] = arrays
