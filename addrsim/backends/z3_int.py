@@ -21,6 +21,7 @@ from addrsim.ir import expr as X
 from addrsim.ir import poly as P
 from addrsim.ir.expr import Const, Expr, Op, Sym
 from addrsim.ir.ops import FLOAT_OPS, PREDICATES, require_backend
+from addrsim.backends.positivity import certify
 
 
 class IntEncoder:
@@ -62,7 +63,10 @@ class IntEncoder:
         self._dmemo: dict = {}
         self._urem: Dict[object, tuple] = {}      # atom key of a urem node -> (dividend key, divisor key)
         self._udiv: Dict[object, tuple] = {}      # the same for udiv nodes
+        self.signed: Dict[int, P.Poly] = {}      # id(node) -> exact signed value of a wrapped node
+        self._urem_by: Dict[object, tuple] = {}   # atom key of a urem by a constant -> (dividend key, constant)
         self.nowrap_by_facts = 0                  # nodes kept without mod thanks to the facts
+        self.cert_used = 0                        # resource units of positivity certificates
         self._learning = False
         if self.facts is not None:
             self._learning = True
@@ -112,52 +116,144 @@ class IntEncoder:
         return self.polys.get(id(n))
 
     def _learn(self, c: Expr) -> None:
-        """Facts from one condition (encoded with plain intervals: they hold in its models)."""
+        """Facts from one condition (encoded with plain intervals: they hold in its models):
+        conjunctions, comparisons and negated comparisons (``xor(c, 1)``: not ``a <= b`` is
+        ``b < a``)."""
         if not isinstance(c, Op):
             return
         if c.op == "and" and c.width == 1:
             for a in c.args:
                 self._learn(a)
             return
-        if c.op not in ("ult", "ule", "eq"):
+        if c.op == "xor" and c.width == 1 and any(isinstance(a, Const) and a.value == 1 for a in c.args):
+            inner = c.args[1] if isinstance(c.args[0], Const) else c.args[0]
+            if isinstance(inner, Op) and inner.op in _FLIP:
+                self._learn_cmp(_FLIP[inner.op], inner.args[1], inner.args[0])
             return
-        self._go(c)
-        pa, pb = self.poly(c.args[0]), self.poly(c.args[1])
+        if c.op in ("ult", "ule", "eq", "slt", "sle"):
+            self._go(c)
+            self._learn_cmp(c.op, c.args[0], c.args[1])
+
+    def _learn_cmp(self, op: str, x: Expr, y: Expr) -> None:
+        """Facts from ``x op y`` (``ult``, ``ule``, ``eq``, ``slt``, ``sle``).  A bound on a
+        minimum, ``x < min(u, v)`` (an ``ite`` that selects the smaller by the comparison's own
+        signedness), is a bound on both (``x < u`` and ``x < v``); likewise ``max(u, v) < y``."""
+        for side, other, first in ((y, x, False), (x, y, True)):
+            arms = _min_max(side, op, want_min=not first)
+            for arm in arms or ():
+                if first:
+                    self._learn_cmp(op, arm, other)
+                else:
+                    self._learn_cmp(op, other, arm)
+        self._go(x)
+        self._go(y)
+        F = self.facts
+        if op in ("slt", "sle"):
+            pa, pb = self._signed_poly(x), self._signed_poly(y)
+            d = P.add(pb, pa, -1) if pa is not None and pb is not None else None
+            F.assume_nonneg(P.add(d, P.const(-1)) if d is not None and op == "slt" else d)
+            return
+        pa, pb = self.poly(x), self.poly(y)
         if pa is None or pb is None:
             return
-        F = self.facts
+        d = P.add(pb, pa, -1)
+        if d is not None:
+            F.assume_nonneg(P.add(d, P.const(-1)) if op == "ult" else d)
+            if op == "eq":
+                F.assume_nonneg(P.scale(d, -1))
         a, b = P.single_atom(pa), P.single_atom(pb)
         if a is not None and b is not None:
-            F.dominate(a, b, -1 if c.op == "ult" else 0)
-            if c.op == "eq":
+            F.dominate(a, b, -1 if op == "ult" else 0)
+            if op == "eq":
                 F.dominate(b, a, 0)
         if set(pb) <= {()}:
             k = pb.get((), 0)
-            if c.op in ("ule", "eq") or k > 0:
-                F.upper(pa, k - (c.op == "ult"))
-            if c.op == "eq" and k == 0 and a in self._urem:
+            if op in ("ule", "eq") or k > 0:
+                F.upper(pa, k - (op == "ult"))
+            if op == "eq" and k == 0 and a in self._urem:
                 F.divides.add(self._urem[a])
+            if op == "eq" and k == 0 and a in self._urem_by:
+                F.multiple_of(*self._urem_by[a])
+
+    def _signed_poly(self, n: Expr):
+        """The exact polynomial of ``n`` read as a signed (two's complement) value, when
+        known: a constant; a node whose value is below 2**(w-1); a sum or difference whose
+        exact value lies in [-2**(w-1), 2**(w-1)) (``signed``, recorded when it wraps)."""
+        if isinstance(n, Const):
+            return P.const(X.to_signed(n.value, n.width))
+        self._go(n)
+        if id(n) in self.signed:
+            return self.signed[id(n)]
+        p = self.poly(n)
+        if p is None or self.memo[id(n)][2] >= 1 << (n.width - 1):
+            return None
+        return p
 
     def implied(self, c: Expr) -> bool:
         """Does the 1-bit condition ``c`` hold in every model of the learnt conditions, by
-        polynomial arithmetic alone (no solver)?  ``eq`` when both sides have the same exact
-        polynomial over atoms (a wrapped node is an atom: equal atoms are equal values);
-        ``ule``/``ult`` when the bounds of their difference say so; ``and`` of such.  Encodes
-        ``c`` first.  False means "not shown", never "false"."""
-        if self.facts is None or not isinstance(c, Op):
+        polynomial arithmetic alone (no nonlinear solver)?  ``eq`` when both sides have the
+        same exact polynomial over atoms (a wrapped node is an atom: equal atoms are equal
+        values); ``ule``/``ult`` when the bounds of their difference say so, or a certificate
+        of products of facts does (:func:`addrsim.backends.positivity.certify`, its units in
+        ``cert_used``); ``and``, ``or`` and negation (``xor`` with 1) of such.  Encodes ``c``
+        first.  False means "not shown", never "false"."""
+        if self.facts is None:
             return False
-        if c.op == "and" and c.width == 1:
-            return all(self.implied(a) for a in c.args)
-        if c.op not in ("eq", "ule", "ult"):
+        self._go(c)                 # the claim's own nodes' facts first
+        self._close_facts()
+        return self._decided(c, True)
+
+    def _decided(self, c: Expr, want: bool) -> bool:
+        """Is the 1-bit ``c`` shown to be ``want`` in every model?"""
+        if isinstance(c, Const):
+            return c.value == int(want)
+        if not isinstance(c, Op):
+            return False
+        if c.width == 1 and c.op in ("and", "or"):
+            every = (c.op == "and") == want           # a true "and", a false "or"
+            return (all if every else any)(self._decided(a, want) for a in c.args)
+        if c.width == 1 and c.op == "xor" and any(isinstance(a, Const) for a in c.args):
+            k, x = (c.args[0], c.args[1]) if isinstance(c.args[0], Const) else (c.args[1], c.args[0])
+            return self._decided(x, want != bool(k.value))
+        if c.width == 1 and c.op == "not":
+            return self._decided(c.args[0], not want)
+        if c.op not in ("eq", "ule", "ult", "sle", "slt"):
             return False
         self._go(c)
-        pa, pb = self.poly(c.args[0]), self.poly(c.args[1])
+        if c.op in ("sle", "slt"):
+            pa, pb = self._signed_poly(c.args[0]), self._signed_poly(c.args[1])
+        else:
+            pa, pb = self.poly(c.args[0]), self.poly(c.args[1])
         if pa is None or pb is None:
             return False
         if c.op == "eq":
-            return pa == pb
-        d = P.add(pb, pa, -1)
-        return d is not None and self.facts.bound(d)[0] >= (1 if c.op == "ult" else 0)
+            if want:
+                return pa == pb
+            d = P.add(pb, pa, -1)
+            lo, hi = self.facts.bound(d) if d is not None else (0, 0)
+            return lo >= 1 or hi <= -1
+        strict = c.op in ("ult", "slt")
+        if want:     # a <= b (a < b): b - a >= 0 (1)
+            d, need = P.add(pb, pa, -1), 1 if strict else 0
+        else:        # not a <= b: a - b >= 1; not a < b: a - b >= 0
+            d, need = P.add(pa, pb, -1), 0 if strict else 1
+        if d is None:
+            return False
+        ok, used = certify(self.facts, d, need)
+        self.cert_used += used
+        return ok
+
+    def _close_facts(self) -> None:
+        """Quotients of an exact division are exact: ``d * udiv(c, d) == c`` when the
+        conditions say ``c mod d == 0`` (learnt in any order); then the atoms' intervals are
+        tightened from the facts (:meth:`addrsim.ir.poly.Facts.propagate`)."""
+        F = self.facts
+        for q, (kc, kd) in self._udiv.items():
+            if (kc, kd) in F.divides:
+                p = P.add(P.atom(kc), P.mul(P.atom(kd), P.atom(q)), -1)
+                F.assume_nonneg(p)
+                F.assume_nonneg(P.scale(p, -1))
+        F.propagate()
 
     def _fits(self, t, lo, hi, w, poly):
         """(t, lo, hi) without ``mod`` when the facts bound ``poly`` inside ``w`` bits, else None."""
@@ -188,6 +284,12 @@ class IntEncoder:
             return t, max(lo, 0), min(hi, m - 1)
         if not force and self._cur is not None:
             self.wrapped.append((self._cur, t, w))
+        if poly is not None and self._cur is not None and self.facts is not None:
+            plo, phi = self.facts.bound(poly)
+            if plo >= 0:     # a non-negative value reduced mod 2**w is at most itself
+                self.facts.assume_nonneg(P.add(poly, P.atom(self.key(self._cur)), -1))
+            elif plo >= -(m >> 1) and phi < m >> 1:
+                self.signed[id(self._cur)] = poly      # its signed reading is exact
         return t % m, 0, m - 1
 
     def _go(self, n: Expr):
@@ -231,6 +333,25 @@ class IntEncoder:
         if exact and op in _IDEAL:
             return _IDEAL[op](self, n, A, w)
         return INT[op](self, n, A, w)
+
+
+_FLIP = {"ult": "ule", "ule": "ult", "slt": "sle", "sle": "slt"}     # not a < b is b <= a
+_SIGNED = {"slt": True, "sle": True, "ult": False, "ule": False}
+
+
+def _min_max(e: Expr, op: str, want_min: bool):
+    """The two arms of ``e`` when it is ``ite(u < v, u, v)`` (a minimum; ``ite(u < v, v, u)``
+    a maximum) in the signedness of ``op``, else None."""
+    if op not in _SIGNED or not (isinstance(e, Op) and e.op == "ite"):
+        return None
+    c, u, v = e.args
+    if not (isinstance(c, Op) and c.op in _SIGNED and _SIGNED[c.op] == _SIGNED[op]):
+        return None
+    if c.args[0] is u and c.args[1] is v or X.digest(c.args[0]) == X.digest(u) and X.digest(c.args[1]) == X.digest(v):
+        return (u, v) if want_min else None
+    if c.args[0] is v and c.args[1] is u or X.digest(c.args[0]) == X.digest(v) and X.digest(c.args[1]) == X.digest(u):
+        return (u, v) if not want_min else None
+    return None
 
 
 def _signed(c: Expr):
@@ -377,7 +498,25 @@ def _lshr(enc, n, A, w):
     s = n.args[1].value
     if s >= w:
         return z3.IntVal(0), 0, 0              # the whole value shifted out
+    if s:
+        _quotient_defined(enc, n, enc.poly(n.args[0]) if enc.facts is not None else None, P.const(1 << s))
     return (a / (1 << s) if s else a), al >> s, ah >> s
+
+
+def _quotient_defined(enc, n, x, d) -> None:
+    """The facts that define ``q = floor(x / d)`` (``n``'s atom; ``x``, ``d`` polynomials,
+    d >= 1): ``d*q <= x`` and ``x <= d*q + d - 1`` (for the certificates,
+    :mod:`addrsim.backends.positivity`)."""
+    if enc.facts is None or x is None or d is None:
+        return
+    dq = P.mul(d, P.atom(enc.key(n)))
+    if dq is None:
+        return
+    enc.facts.assume_nonneg(P.add(x, dq, -1))
+    d1 = P.add(d, P.const(-1))
+    hi = P.add(dq, d1) if d1 is not None else None
+    if hi is not None:
+        enc.facts.assume_nonneg(P.add(hi, x, -1))
 
 
 def _shl(enc, n, A, w):
@@ -408,6 +547,11 @@ def _and(enc, n, A, w):
     for (x, xl, xh), c in ((A[0], n.args[1]), (A[1], n.args[0])):
         if isinstance(c, Const):
             hi = min(hi, c.value, max(xh, 0))      # x & c <= c and x & c <= x
+    if enc.facts is not None:
+        for a in n.args:
+            pa = enc.poly(a)
+            if pa is not None and not isinstance(a, Const):
+                enc.facts.assume_nonneg(P.add(pa, P.atom(enc.key(n)), -1))   # x & y <= x
     return enc.fresh(w, f"and of {n.args[0]!r} and {n.args[1]!r}", hi)
 
 
@@ -443,6 +587,8 @@ def _pred(enc, n, A, w):
 def _udiv(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     if bl > 0:
+        if enc.facts is not None:
+            _quotient_defined(enc, n, enc.poly(n.args[0]), enc.poly(n.args[1]))
         lo = al // max(bh, 1)
         if enc.facts is not None:
             lo = max(lo, _quotient_facts(enc, n, al, bl))
@@ -474,6 +620,15 @@ def _urem(enc, n, A, w):
         kc, kd = (P.single_atom(enc.poly(x)) for x in n.args)
         if kc is not None and kd is not None:
             enc._urem[enc.key(n)] = (kc, kd)
+        if kc is not None and isinstance(n.args[1], Const):
+            enc._urem_by[enc.key(n)] = (kc, n.args[1].value)
+        pa, pd = enc.poly(n.args[0]), enc.poly(n.args[1])
+        r = P.atom(enc.key(n))
+        if pa is not None:
+            enc.facts.assume_nonneg(P.add(pa, r, -1))                 # a mod d <= a
+        d1 = P.add(pd, P.const(-1)) if pd is not None and bl > 0 else None
+        if d1 is not None:
+            enc.facts.assume_nonneg(P.add(d1, r, -1))                 # a mod d <= d - 1
     if bl > 0:
         return a % b, 0, min(ah, bh - 1)
     return z3.If(b == 0, a, a % b), 0, ah      # urem by 0 is the dividend

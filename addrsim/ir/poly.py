@@ -16,6 +16,7 @@ inclusive.  Imports nothing of addrsim outside the IR.
 """
 from __future__ import annotations
 
+import math
 from itertools import product as _product
 from typing import Dict, List, Optional, Tuple
 
@@ -95,6 +96,9 @@ class Facts:
         self.below: Dict[object, List[Tuple[object, int]]] = {}
         self.mono: List[Tuple[Dict[object, int], int]] = []
         self.divides = set()
+        self.nonneg: List[Poly] = []          # polynomials >= 0 in every model (certificates)
+        self._nonneg_seen = set()
+        self.gran: Dict[object, int] = {}     # atom -> a constant that divides it in every model
 
     # ------------------------------------------------------------------ learning
 
@@ -117,6 +121,73 @@ class Facts:
             if room < 0:
                 continue
             self.mono.append((dict(m), room // c))
+
+    def multiple_of(self, key, g: int) -> None:
+        """Record that the atom ``key`` is a multiple of the constant ``g`` (``key mod g == 0``)."""
+        if g > 1:
+            self.gran[key] = math.lcm(self.gran.get(key, 1), g)
+
+    def mono_gran(self, m: Mono) -> int:
+        """A constant that divides the monomial ``m`` in every model (product of its atoms'
+        granularities)."""
+        g = 1
+        for k, p in m:
+            g *= self.gran.get(k, 1) ** p
+        return g
+
+    def tighten(self, p: Poly) -> Poly:
+        """``p >= 0`` tightened by integrality: when every non-constant term of ``p`` is a
+        multiple of h (coefficient times the monomial's granularity), p's value is congruent
+        to its constant k mod h, so ``p >= 0`` implies ``p >= k mod h`` (gcd tightening: from
+        ``seqlen_k + 191 - 192*U >= 0`` and ``seqlen_k mod 64 == 0``, ``seqlen_k + 128 - 192*U >= 0``)."""
+        h = 0
+        for m, c in p.items():
+            if m != ():
+                h = math.gcd(h, abs(c) * self.mono_gran(m))
+        if h <= 1:
+            return p
+        k = p.get((), 0)
+        return add(p, const(-(k % h))) or p
+
+    def assume_nonneg(self, p: Optional[Poly]) -> None:
+        """Record ``p >= 0`` (it holds in every model of the conditions); :meth:`tighten` is
+        applied where it is used (granularities may be learnt later)."""
+        if not p or len(p) > MAX_TERMS:
+            return
+        key = tuple(sorted(p.items(), key=repr))
+        if key not in self._nonneg_seen:
+            self._nonneg_seen.add(key)
+            self.nonneg.append(p)
+
+    def propagate(self, rounds: int = 3) -> None:
+        """Tighten atoms' intervals from the linear facts (bound propagation): a fact
+        ``rest - c*x >= 0`` (c > 0, x an atom) gives ``x <= floor(max(rest) / c)``, rounded down
+        to x's granularity; ``rest + c*x >= 0`` gives ``x >= ceil(-max(rest) / c)``.  Integer
+        rounding is what a rational certificate cannot do itself (``tid_x <= 255`` and
+        ``64*q <= tid_x & 0x3c0 <= tid_x`` give ``q <= 3``, not 3.98)."""
+        for _ in range(rounds):
+            changed = False
+            for g in self.nonneg:
+                for m, c in g.items():
+                    if len(m) != 1 or m[0][1] != 1:
+                        continue
+                    x = m[0][0]
+                    rest = {k: v for k, v in g.items() if k != m}
+                    top = self.bound(rest)[1]
+                    lo, hi = self.iv(x)
+                    gr = self.gran.get(x, 1)
+                    if c < 0:
+                        nhi = (top // -c) // gr * gr
+                        if nhi < hi:
+                            hi, changed = nhi, True
+                    else:
+                        nlo = -(top // c)
+                        nlo = -(-nlo // gr) * gr
+                        if nlo > lo:
+                            lo, changed = nlo, True
+                    self.interval[x] = (lo, hi)
+            if not changed:
+                return
 
     # ------------------------------------------------------------------ bounds
 

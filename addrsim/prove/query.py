@@ -172,6 +172,7 @@ class Query:
         # proved by polynomial arithmetic (issue 14, item 1): over atoms with the facts' no-wrap, or
         # (bit-vector mode) modulo 2**w once the double-word carry chains are folded into sums
         self.identity = self.enc.implied(self.goal) or (arith == "bv" and ring_identity(self.goal))
+        self._spent += self.enc.cert_used
         self.sb = None
         self.bvars = None
         self.bmemo = None

@@ -1,0 +1,138 @@
+"""Certificates that a polynomial is at least a constant: products of facts weighed by a
+linear program (the bounds claims' "offset + size <= extent", no nonlinear solver).
+
+Over the atoms of :class:`addrsim.ir.poly.Facts` (every atom a non-negative integer), to show
+``d >= need`` it looks for rationals ``lam_i >= 0`` and products ``m_i * g_i`` (``m_i`` a
+monomial, ``g_i >= 0`` a fact of the query: a condition ``a <= b``, the definition of a
+wrapped node ``W <= T``, of a quotient ``c*U <= X``, ...; :meth:`Facts.tighten`\\ ed by
+divisibility) such that the rest ``R = d - sum(lam_i * m_i * g_i)`` is at least ``need`` by
+intervals alone (each monomial of R between its atoms' bounds; :meth:`Facts.mono_hi`).
+Every ``m_i * g_i`` is non-negative, so ``d >= R >= need``: a Positivstellensatz-style
+certificate (Handelman's products of linear facts).  The products are those that cancel a
+monomial left negative, transitively (at most MAX_PRODUCTS); the weights come from Z3 over
+linear real arithmetic (a linear program) within a resource limit, and the certificate is
+then checked here in exact rationals, so a "yes" does not rest on the solver.
+
+Example (dK's bounds in bwd_hd128_bf16_a16_rtne, BHSD): the store's offset
+``256*seqlen_k*(batch_id*nhead_q + head_id) + 49152*kv_tile + lane offset (<= 13296)``, wrapped
+at 32 bits, plus 16 bytes stays below ``256*batch*nhead_q*seqlen_k``: products of
+``batch - 1 - batch_id >= 0`` by ``256*seqlen_k*nhead_q``, of ``nhead_q - 1 - head_id >= 0``
+by ``256*seqlen_k``, and ``U - 1 - kv_tile >= 0``, ``seqlen_k + 128 - 192*U >= 0`` (U the
+launch's tile count ``(seqlen_k + 191) / 192``, tightened by ``seqlen_k mod 64 == 0``).
+
+Units: those of the polynomial (bytes for an address).  Imports addrsim.ir, z3 and :mod:`addrsim.backends.z3_run`.
+"""
+from __future__ import annotations
+
+from collections import deque
+from fractions import Fraction
+from typing import Dict, List, Optional, Tuple
+
+import z3
+
+from addrsim.ir import poly as P
+from addrsim.backends.z3_run import SAFETY_MS, _rlimit_count
+
+MAX_PRODUCTS = 160
+"""Products of a fact by a monomial tried per certificate (the dK example needs 8)."""
+
+CERT_RU = 300_000
+"""Resource units of the linear program (Z3 linear real arithmetic) per certificate."""
+
+
+def _quotient(mu: P.Mono, nu: P.Mono) -> Optional[P.Mono]:
+    """``mu / nu`` as a monomial, None when ``nu`` does not divide ``mu``."""
+    d = dict(mu)
+    for k, p in nu:
+        if d.get(k, 0) < p:
+            return None
+        d[k] -= p
+    return tuple(sorted(((k, p) for k, p in d.items() if p), key=repr))
+
+
+def products(F: P.Facts, d: P.Poly) -> List[P.Poly]:
+    """The products ``m * g`` (``g`` a tightened fact, ``m`` a monomial) that can cancel a
+    monomial left negative: first those of ``d``, then those each product subtracts."""
+    facts = [F.tighten(g) for g in F.nonneg]
+    index: Dict[object, List[Tuple[int, P.Mono]]] = {}
+    for i, g in enumerate(facts):
+        for nu, c in g.items():
+            if c < 0 and nu:
+                for k, _ in nu:
+                    index.setdefault(k, []).append((i, nu))
+    todo = deque(m for m, c in sorted(d.items(), key=repr) if c < 0 and m)
+    seen, made, out = set(todo), set(), []
+    while todo and len(out) < MAX_PRODUCTS:
+        mu = todo.popleft()
+        for i, nu in (x for k, _ in mu for x in index.get(k, ())):
+            m = _quotient(mu, nu)
+            if m is None or (i, m) in made:
+                continue
+            made.add((i, m))
+            prod = P.mul({m: 1}, facts[i])
+            if prod is None:
+                continue
+            out.append(prod)
+            for mo, c in prod.items():
+                if c > 0 and mo and mo not in seen:
+                    seen.add(mo)
+                    todo.append(mo)
+    return out
+
+
+def _ranges(F: P.Facts, monos) -> Dict[P.Mono, Tuple[int, int]]:
+    return {m: (F._mono_lo(m), F.mono_hi(m)) for m in monos if m}
+
+
+def _rest_lower(d: P.Poly, prods: List[P.Poly], lam: List[Fraction], rng) -> Fraction:
+    """The interval lower bound of ``d - sum(lam_i * prods_i)``, in exact rationals."""
+    rest: Dict[P.Mono, Fraction] = {m: Fraction(c) for m, c in d.items()}
+    for p, l in zip(prods, lam):
+        if l:
+            for m, c in p.items():
+                rest[m] = rest.get(m, Fraction(0)) - l * c
+    low = rest.pop((), Fraction(0))
+    for m, r in rest.items():
+        lo, hi = rng[m]
+        low += min(r * lo, r * hi)
+    return low
+
+
+def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = CERT_RU) -> Tuple[bool, int]:
+    """(``d >= need`` in every model of the facts is shown, resource units spent).  False
+    means "not shown", never "false"."""
+    if F.bound(d)[0] >= need:
+        return True, 0
+    prods = products(F, d)
+    if not prods:
+        return False, 0
+    monos = set(d).union(*prods)
+    rng = _ranges(F, monos)
+    ctx = z3.Context()
+    lam = [z3.Real(f"l{i}", ctx) for i in range(len(prods))]
+    s = z3.Solver(ctx=ctx)
+    s.set("rlimit", int(rlimit))
+    s.set("timeout", SAFETY_MS)
+    s.add(*[v >= 0 for v in lam])
+    low = []
+    for j, m in enumerate(sorted(monos, key=repr)):
+        r = z3.RealVal(d.get(m, 0), ctx) - z3.Sum([z3.RealVal(p[m], ctx) * v
+                                                    for p, v in zip(prods, lam) if m in p] or [z3.RealVal(0, ctx)])
+        if m == ():
+            low.append(r)
+            continue
+        t = z3.Real(f"t{j}", ctx)
+        lo, hi = rng[m]
+        s.add(t <= r * lo, t <= r * hi)
+        low.append(t)
+    s.add(z3.Sum(low) >= need)
+    ans = s.check()
+    used = _rlimit_count(s)
+    if ans != z3.sat:
+        return False, used
+    mdl = s.model()
+    vals = []
+    for v in lam:
+        x = mdl.eval(v, model_completion=True)
+        vals.append(Fraction(x.numerator_as_long(), x.denominator_as_long()))
+    return _rest_lower(d, prods, vals, rng) >= need, used

@@ -1,0 +1,191 @@
+"""Bounds claims decided by certificates, without a nonlinear solver
+(addrsim.backends.positivity, the facts of addrsim.backends.z3_int.IntEncoder).
+
+Specification: the dK store of a tile-major backward kernel writes at
+``(256*seqlen_k*(batch_id*nhead_q + head_id) + 49152*kv_tile + lane offset) mod 2**32``
+bytes and stays inside dK's ``256*batch*nhead_q*seqlen_k`` bytes: the kv tile is below the
+launch's ``(seqlen_k + 191) / 192`` tiles and ``seqlen_k`` is a multiple of 64, so the last tile
+ends 64 rows (16 KiB) before the head's slice does, more than the lane offset's 13 KiB.  That
+is shown by products of the facts with integer tightening; without ``seqlen_k mod 64 == 0``
+it is not shown, and it is false (seqlen_k 193).  Whatever is shown holds at every point of
+a small domain (exhaustive check of random claims).
+"""
+import itertools
+import random
+
+import pytest
+
+from addrsim.backends.positivity import certify
+from addrsim.backends.z3_int import IntEncoder
+from addrsim.ir import expr as X
+from addrsim.ir import poly as P
+from addrsim.ir.expr import Const, Sym
+
+B, N, L = (Sym(n, 64, "shape") for n in ("batch", "nhead_q", "seqlen_k"))
+BID, HID, KT, TID = (Sym(n, 32, k) for n, k in (("batch_id", "id"), ("head_id", "id"), ("kv_tile", "id"),
+                                                 ("tid_x", "lane")))
+RANGES = {"batch": (1, 4096), "nhead_q": (1, 256), "seqlen_k": (1, 1 << 20), "batch_id": (0, 4095),
+          "head_id": (0, 255), "kv_tile": (0, 1 << 20), "tid_x": (0, 1023)}
+
+
+def c64(v):
+    return Const(v, 64)
+
+
+def c32(v):
+    return Const(v, 32)
+
+
+def dk_domain(multiple_of_64=True):
+    """Shape bounds, the grid (ids below their dimensions, the kv tile below the launch's
+    tiles, 256 threads), device memory (dK: 256*batch*nhead_q*seqlen_k bytes in 192 GiB) and
+    the exact-argument layer (the head stride 256*nhead_q*seqlen_k fits a u32)."""
+    conds = [X.band(X.ule(c64(RANGES[v.name][0]), v), X.ule(v, c64(RANGES[v.name][1]))) for v in (B, N, L)]
+    conds += [X.ult(X.zext(BID, 64), B), X.ult(X.zext(HID, 64), N), X.ult(TID, c32(256)),
+              X.ult(X.zext(KT, 64), X.udiv(X.sub(X.add(L, c64(192)), c64(1)), c64(192))),
+              X.ule(X.mul(X.mul(X.mul(B, N), L), c64(256)), c64(192 << 30)),
+              X.ule(X.mul(X.mul(N, L), c64(256)), c64(0xFFFFFFFF))]
+    if multiple_of_64:
+        conds.append(X.eq(X.urem(L, c64(64)), c64(0)))
+    return conds
+
+
+def dk_offset():
+    """The store's byte offset as the kernel computes it: 32-bit scalar products (the batch
+    term wraps past 4 GiB) plus the lane's offset (row block and column of the thread)."""
+    l32, n32 = X.extract(L, 31, 0), X.extract(N, 31, 0)
+    rows = X.add(X.add(X.mul(KT, c32(49152)), X.mul(HID, X.mul(l32, c32(256)))),
+                 X.mul(BID, X.mul(X.mul(n32, l32), c32(256))))
+    lane = X.add(X.mul(X.lshr(X.and_(TID, c32(0x3C0)), c32(6)), c32(4096)),
+                 X.shl(X.and_(TID, c32(0xF)), c32(4)))
+    return X.add(rows, lane)
+
+
+def dk_claim():
+    """16 bytes at the offset lie inside dK (bytes, 64-bit)."""
+    return X.ule(X.add(X.zext(dk_offset(), 64), c64(16)), X.mul(X.mul(X.mul(B, N), L), c64(256)))
+
+
+def shown(conds, claim, ranges=RANGES):
+    enc = IntEncoder(ranges, facts_from=conds)
+    for c in conds:
+        enc.holds(c)
+    return enc.implied(claim)
+
+
+def test_the_dk_store_stays_inside_its_allocation_by_a_certificate():
+    assert shown(dk_domain(), dk_claim())
+
+
+def test_without_whole_64_row_blocks_it_is_not_shown_and_it_is_false():
+    assert not shown(dk_domain(multiple_of_64=False), dk_claim())
+    # seqlen_k 193: two tiles, the second starts at row 192 and lane 255's row block 3 ends past row 193
+    env = {"batch": 1, "nhead_q": 1, "seqlen_k": 193, "batch_id": 0, "head_id": 0, "kv_tile": 1, "tid_x": 255}
+    assert all(X.evaluate(c, env) == 1 for c in dk_domain(multiple_of_64=False))
+    assert X.evaluate(dk_claim(), env) == 0
+
+
+def test_the_negation_of_a_false_bound_is_shown():
+    """``not (offset + 16 <= extent)`` is never shown when the offset fits: the negated
+    comparison is decided like the comparison (xor with 1)."""
+    conds = dk_domain()
+    assert not shown(conds, X.bnot(dk_claim()))
+    assert shown(conds, X.bnot(X.ult(X.mul(X.mul(X.mul(B, N), L), c64(256)), c64(256))))
+
+
+def test_the_tightening_uses_the_granularity_of_every_atom():
+    """``seqlen_k + 191 - 192*U >= 0`` with ``seqlen_k mod 64 == 0``: the constant drops to
+    the largest value congruent to it mod 64 that the other terms allow (128)."""
+    F = P.Facts()
+    F.multiple_of("seqlen_k", 64)
+    p = {(("seqlen_k", 1),): 1, (("U", 1),): -192, (): 191}
+    assert F.tighten(p)[()] == 128
+    F2 = P.Facts()
+    assert F2.tighten(p) == p
+
+
+def test_a_certificate_is_checked_in_exact_arithmetic():
+    """``x - y >= 0`` does not follow from ``x + y >= 0``; no product makes it so."""
+    F = P.Facts()
+    F.interval.update({"x": (0, 10), "y": (0, 10)})
+    F.assume_nonneg({(("x", 1),): 1, (("y", 1),): 1})
+    assert certify(F, {(("x", 1),): 1, (("y", 1),): -1}, 0) == (False, 0) or not certify(
+        F, {(("x", 1),): 1, (("y", 1),): -1}, 0)[0]
+    F.assume_nonneg({(("x", 1),): 1, (("y", 1),): -1, (): -2})     # x >= y + 2
+    assert certify(F, {(("x", 1),): 1, (("y", 1),): -1}, 2)[0]
+    assert not certify(F, {(("x", 1),): 1, (("y", 1),): -1}, 3)[0]
+
+
+# ---------------------------------------------------------------- soundness on a small domain
+
+SMALL = {"x": (0, 7), "y": (1, 7), "z": (0, 5)}
+XS = [Sym(n, 8, "shape") for n in SMALL]
+
+
+def _random_expr(rnd, depth):
+    if depth == 0 or rnd.random() < 0.25:
+        return rnd.choice(XS) if rnd.random() < 0.75 else Const(rnd.choice([1, 2, 3, 4, 8, 16, 64]), 8)
+    a, b = _random_expr(rnd, depth - 1), _random_expr(rnd, depth - 1)
+    k = rnd.random()
+    if k < 0.3:
+        return X.add(a, b)
+    if k < 0.5:
+        return X.mul(a, b)
+    if k < 0.6:
+        return X.sub(a, b)
+    if k < 0.7:
+        return X.lshr(a, Const(rnd.choice([1, 2, 3]), 8))
+    if k < 0.8:
+        return X.udiv(a, rnd.choice([Const(rnd.choice([3, 4, 6]), 8), XS[1]]))
+    if k < 0.85:
+        return X.urem(a, rnd.choice([Const(4, 8), XS[1]]))
+    if k < 0.9:
+        return X.and_(a, Const(rnd.choice([0x3C, 0xF, 0x30]), 8))
+    # a minimum or a maximum, signed or unsigned (the kernels' min(rows left, 3))
+    c = rnd.choice([X.ult, X.ule, X.slt, X.sle])(a, b)
+    return X.ite(c, a, b) if rnd.random() < 0.5 else X.ite(c, b, a)
+
+
+def _random_cond(rnd, depth):
+    a, b = _random_expr(rnd, depth), _random_expr(rnd, depth)
+    c = rnd.choice([X.ule, X.ult, X.ule, X.slt, X.sle])(a, b)
+    return X.bnot(c) if rnd.random() < 0.2 else c
+
+
+@pytest.mark.parametrize("seed", range(16))
+def test_whatever_is_shown_holds_at_every_point(seed):
+    """Random conditions and claims over 8-bit arithmetic (wraps, shifts, quotients,
+    remainders, masks, minima and maxima, signed and unsigned comparisons) on x, y, z in small ranges: every claim the facts and certificates show
+    holds at every point of the domain (exhaustive)."""
+    rnd = random.Random(seed)
+    points = [dict(zip(SMALL, v)) for v in itertools.product(*(range(lo, hi + 1) for lo, hi in SMALL.values()))]
+    shown_n = 0
+    for _ in range(12):
+        conds = [_random_cond(rnd, 2) for _ in range(rnd.randint(1, 3))]
+        if rnd.random() < 0.5:
+            conds.append(X.eq(X.urem(XS[0], Const(2, 8)), Const(0, 8)))
+        inside = [p for p in points if all(X.evaluate(c, p) == 1 for c in conds)]
+        for _ in range(6):
+            claim = _random_cond(rnd, 3)
+            if shown(conds, claim, SMALL):
+                shown_n += 1
+                bad = [p for p in inside if X.evaluate(claim, p) != 1]
+                assert not bad, (claim, conds, bad[:3])
+    assert shown_n >= 1
+
+
+def test_a_bound_on_the_rows_left_in_a_tile_bounds_both_arms_of_the_minimum():
+    """The kernels guard their second 64-row block with ``min(rows_left, 3) > 1`` (signed:
+    ``s_min_i32``, then ``s_cmp_gt_i32``): that says ``rows_left >= 2``.  A maximum says nothing
+    of the kind, and the same claim is then false (x = y = 0)."""
+    x, y, _ = XS
+    left = X.sub(x, y)                                  # may be negative: signed
+    three = Const(3, 8)
+    smallest = X.ite(X.slt(left, three), left, three)
+    largest = X.ite(X.slt(left, three), three, left)
+    claim = X.ule(X.add(y, Const(2, 8)), x)
+    assert shown([X.bnot(X.sle(smallest, Const(1, 8)))], claim, SMALL)
+    guard = X.bnot(X.sle(largest, Const(1, 8)))
+    assert not shown([guard], claim, SMALL)
+    env = {"x": 0, "y": 1, "z": 0}
+    assert X.evaluate(guard, env) == 1 and X.evaluate(claim, env) == 0
