@@ -4,7 +4,7 @@ linear program (the bounds claims' "offset + size <= extent", no nonlinear solve
 Over the atoms of :class:`addrsim.ir.poly.Facts` (every atom a non-negative integer), to show
 ``d >= need`` it looks for rationals ``lam_i >= 0`` and products ``m_i * g_i`` (``m_i`` a
 monomial, ``g_i >= 0`` a fact of the query: a condition ``a <= b``, the definition of a
-wrapped node ``W <= T``, of a quotient ``c*U <= X``, ...; :meth:`Facts.tighten`\\ ed by
+wrapped node ``W <= T``, of a quotient ``c*U <= X``, an atom's upper bound ``hi - x``, ...; :meth:`Facts.tighten`\\ ed by
 divisibility) such that the rest ``R = d - sum(lam_i * m_i * g_i)`` is at least ``need`` by
 intervals alone (each monomial of R between its atoms' bounds; :meth:`Facts.mono_hi`).
 Every ``m_i * g_i`` is non-negative, so ``d >= R >= need``: a Positivstellensatz-style
@@ -24,7 +24,7 @@ Units: those of the polynomial (bytes for an address).  Imports addrsim.ir, z3 a
 """
 from __future__ import annotations
 
-from collections import deque
+import heapq
 from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
@@ -50,33 +50,57 @@ def _quotient(mu: P.Mono, nu: P.Mono) -> Optional[P.Mono]:
     return tuple(sorted(((k, p) for k, p in d.items() if p), key=repr))
 
 
+def _is_interval(g: P.Poly) -> bool:
+    """A fact ``k +- x >= 0`` on one atom: the atom's interval says it (and more, tightened)."""
+    return sum(1 for m in g if m) == 1 and all(len(m) <= 1 and (not m or m[0][1] == 1) for m in g)
+
+
 def products(F: P.Facts, d: P.Poly) -> List[P.Poly]:
-    """The products ``m * g`` (``g`` a tightened fact, ``m`` a monomial) that can cancel a
-    monomial left negative: first those of ``d``, then those each product subtracts."""
-    facts = [F.tighten(g) for g in F.nonneg]
+    """The products ``m * g`` (``g`` a tightened fact or an atom's upper bound ``hi - x``,
+    ``m`` a monomial) that can cancel a monomial left negative: first those of ``d``, then
+    those each product subtracts, cheapest first.  Replacing a node by its definition (a
+    wrapped sum by the sum, a quotient by dividend over divisor) costs nothing; every other
+    fact (a workgroup id below its dimension, the tile count, an atom's bound) costs one, so
+    definitions are followed to the shape variables before any fact about those is tried."""
+    facts = [F.tighten(g) for g in F.nonneg if not _is_interval(g)]
     index: Dict[object, List[Tuple[int, P.Mono]]] = {}
     for i, g in enumerate(facts):
         for nu, c in g.items():
             if c < 0 and nu:
                 for k, _ in nu:
                     index.setdefault(k, []).append((i, nu))
-    todo = deque(m for m, c in sorted(d.items(), key=repr) if c < 0 and m)
-    seen, made, out = set(todo), set(), []
+    todo = [(0, n, m) for n, m in enumerate(m for m, c in sorted(d.items(), key=repr) if c < 0 and m)]
+    heapq.heapify(todo)
+    seen, made, out = {m for _, _, m in todo}, set(), []
+    order = len(todo)
+
+    def push(prod, cost):
+        nonlocal order
+        out.append(prod)
+        for mo, c in prod.items():
+            if c > 0 and mo and mo not in seen:
+                seen.add(mo)
+                order += 1
+                heapq.heappush(todo, (cost, order, mo))
+
     while todo and len(out) < MAX_PRODUCTS:
-        mu = todo.popleft()
+        cost, _, mu = heapq.heappop(todo)
+        for k, _ in (mu if len(mu) > 1 or mu[0][1] > 1 else ()):
+            m = _quotient(mu, ((k, 1),))        # an atom's upper bound times the rest
+            if (k, m) not in made:
+                made.add((k, m))
+                prod = P.mul({m: 1}, {(): F.iv(k)[1], ((k, 1),): -1})
+                if prod is not None:
+                    push(prod, cost + 1)
         for i, nu in (x for k, _ in mu for x in index.get(k, ())):
             m = _quotient(mu, nu)
             if m is None or (i, m) in made:
                 continue
             made.add((i, m))
             prod = P.mul({m: 1}, facts[i])
-            if prod is None:
-                continue
-            out.append(prod)
-            for mo, c in prod.items():
-                if c > 0 and mo and mo not in seen:
-                    seen.add(mo)
-                    todo.append(mo)
+            if prod is not None:
+                definition = len(nu) == 1 and nu[0][1] == 1 and not isinstance(nu[0][0], str)
+                push(prod, cost + (0 if definition else 1))
     return out
 
 

@@ -426,6 +426,9 @@ def _sext(enc, n, A, w):
     a, al, ah = A[0]
     wa = n.args[0].width
     if ah < (1 << (wa - 1)):
+        ps = _polys(enc, n)
+        if ps:
+            enc.polys[id(n)] = ps[0]          # the sign bit is clear: the value is the operand's
         return a, al, ah
     return z3.If(a >= (1 << (wa - 1)), a + (1 << w) - (1 << wa), a), 0, X.mask(w)
 
