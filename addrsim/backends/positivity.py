@@ -33,10 +33,10 @@ import z3
 from addrsim.ir import poly as P
 from addrsim.backends.z3_run import SAFETY_MS, _rlimit_count
 
-MAX_PRODUCTS = 160
-"""Products of a fact by a monomial tried per certificate (the dK example needs 8)."""
+MAX_PRODUCTS = 400
+"""Products of a fact by a monomial tried per certificate (the dK BSHD example needs about 15 of the 400 its search makes)."""
 
-CERT_RU = 300_000
+CERT_RU = 2_000_000
 """Resource units of the linear program (Z3 linear real arithmetic) per certificate."""
 
 
@@ -122,7 +122,7 @@ def _rest_lower(d: P.Poly, prods: List[P.Poly], lam: List[Fraction], rng) -> Fra
     return low
 
 
-def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = CERT_RU) -> Tuple[bool, int]:
+def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool, int]:
     """(``d >= need`` in every model of the facts is shown, resource units spent).  False
     means "not shown", never "false"."""
     if F.bound(d)[0] >= need:
@@ -134,8 +134,8 @@ def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = CERT_RU) -> Tuple[bo
     rng = _ranges(F, monos)
     ctx = z3.Context()
     lam = [z3.Real(f"l{i}", ctx) for i in range(len(prods))]
-    s = z3.Solver(ctx=ctx)
-    s.set("rlimit", int(rlimit))
+    s = z3.SolverFor("QF_LRA", ctx=ctx)
+    s.set("rlimit", int(rlimit or CERT_RU))
     s.set("timeout", SAFETY_MS)
     s.add(*[v >= 0 for v in lam])
     low = []

@@ -67,6 +67,7 @@ class IntEncoder:
         self._urem_by: Dict[object, tuple] = {}   # atom key of a urem by a constant -> (dividend key, constant)
         self.nowrap_by_facts = 0                  # nodes kept without mod thanks to the facts
         self.cert_used = 0                        # resource units of positivity certificates
+        self._certify = True
         self._learning = False
         if self.facts is not None:
             self._learning = True
@@ -189,18 +190,19 @@ class IntEncoder:
             return None
         return p
 
-    def implied(self, c: Expr) -> bool:
+    def implied(self, c: Expr, certificates: bool = True) -> bool:
         """Does the 1-bit condition ``c`` hold in every model of the learnt conditions, by
         polynomial arithmetic alone (no nonlinear solver)?  ``eq`` when both sides have the
         same exact polynomial over atoms (a wrapped node is an atom: equal atoms are equal
         values); ``ule``/``ult`` when the bounds of their difference say so, or a certificate
         of products of facts does (:func:`addrsim.backends.positivity.certify`, its units in
-        ``cert_used``); ``and``, ``or`` and negation (``xor`` with 1) of such.  Encodes ``c``
-        first.  False means "not shown", never "false"."""
+        ``cert_used``; not with ``certificates`` False); ``and``, ``or`` and negation (``xor``
+        with 1) of such.  Encodes ``c`` first.  False means "not shown", never "false"."""
         if self.facts is None:
             return False
         self._go(c)                 # the claim's own nodes' facts first
         self._close_facts()
+        self._certify = certificates
         return self._decided(c, True)
 
     def _decided(self, c: Expr, want: bool) -> bool:
@@ -239,6 +241,8 @@ class IntEncoder:
             d, need = P.add(pa, pb, -1), 0 if strict else 1
         if d is None:
             return False
+        if not self._certify:
+            return self.facts.bound(d)[0] >= need
         ok, used = certify(self.facts, d, need)
         self.cert_used += used
         return ok

@@ -471,7 +471,7 @@ def _bounds_claim(t: Target, a: Expr, env, ptr: str, extent: Expr, slice_base=No
     silently read as 0 (or a write dropped).  An access outside the slice that the V#
     clamps (padding rows) is allowed."""
     p = X.zext(Sym(ptr, 48, "ptr"), 64)
-    in_r = X.substitute(t.access.in_range, env)
+    in_r = X.substitute(t.range_check, env)
     ok = X.bor(X.bnot(in_r), _within(a, t.access.size, p, extent))
     if slice_base is not None:
         own = _within(a, t.access.size, X.add(p, slice_base), slice_n)
@@ -509,7 +509,9 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
             c2, p2, _ = exact_divisions(c, ranges)   # float left in a condition is abstracted
             conds.append(c2)
             p1 += p2
-        out.append(Target(t.access, conds, a))
+        in_r, p3, _ = exact_divisions(t.access.in_range, ranges)   # the V# check reads the same offsets
+        out.append(Target(t.access, conds, a, in_r))
+        p1 += p3
         proofs += p1
         left += l1
     uniq = {(p.dividend, p.divisor): p for p in proofs}

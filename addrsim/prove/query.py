@@ -146,7 +146,9 @@ class Query:
     ``batch_id < batch``, monomial bounds from the memory and exact-argument layers,
     divisibility; :class:`addrsim.ir.poly.Facts`): a product they keep inside its width gets
     no ``mod``, and when the claim's two sides are then one polynomial over atoms
-    (``identity``) it is proved with no solver call at all.
+    (``identity``) it is proved with no solver call at all.  A comparison (a bounds claim:
+    offset + size <= extent) may be shown by a certificate, products of the facts weighed by
+    a linear program (``certified``, tried once, after the concrete probe found nothing).
 
     Every check runs in a solver of its own context on a resource limit
     (:class:`addrsim.backends.z3_run.Isolated`): ``rlimit`` resource units per call, the
@@ -171,8 +173,9 @@ class Query:
         self.si = self._int_solver()
         # proved by polynomial arithmetic (issue 14, item 1): over atoms with the facts' no-wrap, or
         # (bit-vector mode) modulo 2**w once the double-word carry chains are folded into sums
-        self.identity = self.enc.implied(self.goal) or (arith == "bv" and ring_identity(self.goal))
-        self._spent += self.enc.cert_used
+        self.identity = (self.enc.implied(self.goal, certificates=False)
+                         or (arith == "bv" and ring_identity(self.goal)))
+        self._certified = None                # the claim shown by certificates (tried once, in solve)
         self.sb = None
         self.bvars = None
         self.bmemo = None
@@ -198,6 +201,17 @@ class Query:
         from dominance and monomial bounds, :class:`addrsim.ir.poly.Facts`)."""
         return IntEncoder(self.ranges, ideal=self.arith == "int", keep=self.keep, nowrap=nowrap,
                           facts_from=self.conds if self.use_facts else None)
+
+    def certified(self) -> bool:
+        """Is the claim shown by certificates over the conditions' facts (products of facts
+        weighed by a linear program, :mod:`addrsim.backends.positivity`)?  Tried once per
+        query (after the concrete probe has found no counterexample); its units count in
+        ``used``."""
+        if self._certified is None:
+            before = self.enc.cert_used
+            self._certified = bool(self.use_facts) and self.enc.implied(self.goal)
+            self._spent += self.enc.cert_used - before
+        return self._certified
 
     def _int_solver(self) -> Isolated:
         iso = Isolated()
@@ -294,8 +308,8 @@ class Query:
         bounds = bounds or {}
         ru = int(rlimit or self.rlimit)
         iru = int_rlimit or (ru if self.arith == "int" else max(1, int(ru * INT_SHARE)))
-        if self.identity:
-            return "proved", None, None    # without a solver: the claim's sides are one polynomial
+        if self.identity or self.certified():
+            return "proved", None, None    # without a solver: one polynomial, or products of facts
         if not self.use_bv:
             r, mdl, why = self._int_stage(bounds, iru)
             if r == z3.unsat:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from itertools import product
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 
 from addrsim.ir import expr as X
@@ -89,6 +89,12 @@ class Target:
     access: Access
     conds: List[Expr]
     address: Expr
+    in_range: Optional[Expr] = None    # the V# range check with its divisions proved exact (None: the access's)
+
+    @property
+    def range_check(self) -> Expr:
+        """1-bit: the access passes the V# range check (num_records)."""
+        return self.access.in_range if self.in_range is None else self.in_range
 
 
 def targets_for(ex: Exploration, ptr: str, every: bool = False) -> List[Target]:
