@@ -101,6 +101,28 @@ def products(F: P.Facts, d: P.Poly) -> List[P.Poly]:
             if prod is not None:
                 definition = len(nu) == 1 and nu[0][1] == 1 and not isinstance(nu[0][0], str)
                 push(prod, cost + (0 if definition else 1))
+    return out + _lower_products(F, d, out, seen, made)
+
+
+def _lower_products(F: P.Facts, d: P.Poly, prods: List[P.Poly], seen, made) -> List[P.Poly]:
+    """Products ``(x - lo) * mu`` of an atom's lower bound: they trade a monomial ``mu`` left
+    negative for ``x * mu``, which ``d`` or a product can make positive (``256*nhead_q*seqlen_q``
+    pays for ``-16128*nhead_q`` once ``seqlen_q >= 64``)."""
+    gains = {m for m, c in d.items() if c > 0 and m}
+    for p in prods:
+        gains.update(m for m, c in p.items() if c < 0 and m)
+    out = []
+    for g in sorted(gains, key=repr):
+        for k, _ in g:
+            mu = _quotient(g, ((k, 1),))
+            lo = F.iv(k)[0]
+            if (not mu or mu not in seen or lo < 1 or ("lo", k, mu) in made
+                    or len(prods) + len(out) >= MAX_PRODUCTS + MAX_PRODUCTS // 4):
+                continue
+            made.add(("lo", k, mu))
+            prod = P.mul({mu: 1}, {((k, 1),): 1, (): -lo})
+            if prod is not None:
+                out.append(prod)
     return out
 
 
@@ -122,6 +144,32 @@ def _rest_lower(d: P.Poly, prods: List[P.Poly], lam: List[Fraction], rng) -> Fra
     return low
 
 
+def _num(v) -> str:
+    return str(v) if v >= 0 else f"(- {-v})"
+
+
+def _program(d: P.Poly, prods: List[P.Poly], monos, rng, need: int) -> str:
+    """The linear program as SMT-LIB2 text (QF_LRA): weights ``l_i >= 0``, and for every
+    monomial of the rest a ``t_j`` at most its coefficient times either end of the
+    monomial's range; the sum of the ``t_j`` and the constant at least ``need``."""
+    out = [f"(declare-fun l{i} () Real)" for i in range(len(prods))]
+    out += [f"(assert (>= l{i} 0.0))" for i in range(len(prods))]
+    low = []
+    for j, m in enumerate(monos):
+        terms = [f"(* {_num(p[m])} l{i})" for i, p in enumerate(prods) if m in p]
+        r = f"(- {_num(d.get(m, 0))} (+ 0 {' '.join(terms)}))" if terms else _num(d.get(m, 0))
+        if m == ():
+            low.append(r)
+            continue
+        lo, hi = rng[m]
+        out.append(f"(declare-fun t{j} () Real)")
+        out.append(f"(assert (<= t{j} (* {_num(lo)} {r})))")
+        out.append(f"(assert (<= t{j} (* {_num(hi)} {r})))")
+        low.append(f"t{j}")
+    out.append(f"(assert (>= (+ 0 {' '.join(low)}) {_num(need)}))")
+    return "\n".join(out)
+
+
 def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool, int]:
     """(``d >= need`` in every model of the facts is shown, resource units spent).  False
     means "not shown", never "false"."""
@@ -130,33 +178,20 @@ def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool,
     prods = products(F, d)
     if not prods:
         return False, 0
-    monos = set(d).union(*prods)
+    monos = sorted(set(d).union(*prods), key=repr)
     rng = _ranges(F, monos)
     ctx = z3.Context()
-    lam = [z3.Real(f"l{i}", ctx) for i in range(len(prods))]
     s = z3.SolverFor("QF_LRA", ctx=ctx)
     s.set("rlimit", int(rlimit or CERT_RU))
     s.set("timeout", SAFETY_MS)
-    s.add(*[v >= 0 for v in lam])
-    low = []
-    for j, m in enumerate(sorted(monos, key=repr)):
-        r = z3.RealVal(d.get(m, 0), ctx) - z3.Sum([z3.RealVal(p[m], ctx) * v
-                                                    for p, v in zip(prods, lam) if m in p] or [z3.RealVal(0, ctx)])
-        if m == ():
-            low.append(r)
-            continue
-        t = z3.Real(f"t{j}", ctx)
-        lo, hi = rng[m]
-        s.add(t <= r * lo, t <= r * hi)
-        low.append(t)
-    s.add(z3.Sum(low) >= need)
+    s.add(z3.parse_smt2_string(_program(d, prods, monos, rng, need), ctx=ctx))
     ans = s.check()
     used = _rlimit_count(s)
     if ans != z3.sat:
         return False, used
     mdl = s.model()
     vals = []
-    for v in lam:
-        x = mdl.eval(v, model_completion=True)
+    for i in range(len(prods)):
+        x = mdl.eval(z3.Real(f"l{i}", ctx), model_completion=True)
         vals.append(Fraction(x.numerator_as_long(), x.denominator_as_long()))
     return _rest_lower(d, prods, vals, rng) >= need, used

@@ -219,6 +219,16 @@ class IntEncoder:
             return self._decided(x, want != bool(k.value))
         if c.width == 1 and c.op == "not":
             return self._decided(c.args[0], not want)
+        if c.width == 1 and c.op == "ite":      # a V# check that a zero stride skips
+            cond, a, b = c.args
+            if self._decided(cond, True):
+                return self._decided(a, want)
+            if self._decided(cond, False):
+                return self._decided(b, want)
+            return self._decided(a, want) and self._decided(b, want)
+        r = self._go(c)
+        if c.width == 1 and r[1] == r[2]:       # decided by intervals
+            return r[1] == int(want)
         if c.op not in ("eq", "ule", "ult", "sle", "slt"):
             return False
         self._go(c)
@@ -252,6 +262,8 @@ class IntEncoder:
         conditions say ``c mod d == 0`` (learnt in any order); then the atoms' intervals are
         tightened from the facts (:meth:`addrsim.ir.poly.Facts.propagate`)."""
         F = self.facts
+        for q in list(self._udiv):
+            _nested_quotient(self, q)
         for q, (kc, kd) in self._udiv.items():
             if (kc, kd) in F.divides:
                 p = P.add(P.atom(kc), P.mul(P.atom(kd), P.atom(q)), -1)
@@ -573,16 +585,41 @@ def _or_xor(enc, n, A, w):
 
 
 def _ite(enc, n, A, w):
-    c = enc._go(n.args[0])[0]
+    c, cl, ch = enc._go(n.args[0])
+    if cl == ch:        # the condition is decided by intervals (a divisor that is never 0)
+        arm = n.args[1] if cl == 1 else n.args[2]
+        r = enc._go(arm)
+        p = enc.poly(arm) if enc.facts is not None else None
+        if p is not None:
+            enc.polys[id(n)] = p
+        return r
     a, al, ah = enc._go(n.args[1])
     b, bl, bh = enc._go(n.args[2])
     return z3.If(c == 1, a, b), min(al, bl), max(ah, bh)
+
+
+def _decided_by_intervals(op, al, ah, bl, bh, wa):
+    """1 or 0 when the operands' intervals decide the comparison, else None (signed
+    comparisons only where both are below 2**(wa-1), i.e. read the same signed)."""
+    if op in ("slt", "sle") and max(ah, bh) >= 1 << (wa - 1):
+        return None
+    if op == "eq":
+        return 1 if al == ah == bl == bh else (0 if ah < bl or bh < al else None)
+    strict = op in ("ult", "slt")
+    if (ah < bl) if strict else (ah <= bl):
+        return 1
+    if (bh <= al) if strict else (bh < al):
+        return 0
+    return None
 
 
 def _pred(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     op = n.op
     exact = enc.ideal and id(n) not in enc.keep
+    v = None if exact and op in ("slt", "sle") else _decided_by_intervals(op, al, ah, bl, bh, n.args[0].width)
+    if v is not None and min(al, bl) >= 0:
+        return z3.IntVal(v), v, v
     if op in ("slt", "sle") and not exact:
         wa = n.args[0].width
         a = z3.If(a >= (1 << (wa - 1)), a - (1 << wa), a)
@@ -614,11 +651,21 @@ def _quotient_facts(enc, n, al, bl) -> int:
     if kc is not None and kd is not None:
         enc._udiv[enc.key(n)] = (kc, kd)
     lo = 1 if (kc, kd) in F.divides and al >= 1 and bl >= 1 else 0
+    _nested_quotient(enc, enc.key(n))
+    return lo
+
+
+def _nested_quotient(enc, q) -> None:
+    """``q = udiv(a, udiv(c, d)) <= d - 1`` when ``c mod d == 0``, c, d >= 1 and ``a <= c - 1``
+    (the KV head of a query head under an integer GQA ratio, DOMAIN.md section 1); also tried
+    once every condition is learnt (:meth:`IntEncoder._close_facts`)."""
+    F = enc.facts
+    kc, kd = enc._udiv.get(q, (None, None))
     c2, d2 = enc._udiv.get(kd, (None, None))
     if (kc is not None and (c2, d2) in F.divides and F.iv(c2)[0] >= 1 and F.iv(d2)[0] >= 1
-            and any(b == c2 and k <= -1 for b, k in F.below.get(kc, ()))):
-        F.dominate(enc.key(n), d2, -1)     # c2, d2 >= 1: the divisor c2/d2 is at least 1
-    return lo
+            and any(b == c2 and k <= -1 for b, k in F.below.get(kc, ()))
+            and (d2, -1) not in F.below.get(q, ())):
+        F.dominate(q, d2, -1)     # c2, d2 >= 1: the divisor c2/d2 is at least 1
 
 
 def _urem(enc, n, A, w):

@@ -103,9 +103,10 @@ class Facts:
     # ------------------------------------------------------------------ learning
 
     def dominate(self, a, b, k: int) -> None:
-        """Record ``a <= b + k``."""
+        """Record ``a <= b + k`` (also as the fact ``b + k - a >= 0``)."""
         if a != b:
             self.below.setdefault(a, []).append((b, k))
+            self.assume_nonneg(add(add(atom(b), atom(a), -1), const(k)))
 
     def upper(self, p: Poly, limit: int) -> None:
         """Record what ``p <= limit`` says about each monomial of ``p`` (all coefficients
