@@ -227,8 +227,11 @@ class IntEncoder:
                 return self._decided(b, want)
             return self._decided(a, want) and self._decided(b, want)
         r = self._go(c)
-        if c.width == 1 and r[1] == r[2]:       # decided by intervals
-            return r[1] == int(want)
+        k = _interval_truth(self, c)
+        if k is None and c.width == 1 and r[1] == r[2]:
+            k = r[1]
+        if k is not None:                       # decided by intervals
+            return k == int(want)
         if c.op not in ("eq", "ule", "ult", "sle", "slt"):
             return False
         self._go(c)
@@ -586,8 +589,9 @@ def _or_xor(enc, n, A, w):
 
 def _ite(enc, n, A, w):
     c, cl, ch = enc._go(n.args[0])
-    if cl == ch:        # the condition is decided by intervals (a divisor that is never 0)
-        arm = n.args[1] if cl == 1 else n.args[2]
+    k = _interval_truth(enc, n.args[0])
+    if k is not None:   # the condition is decided by intervals (a divisor that is never 0)
+        arm = n.args[1] if k else n.args[2]
         r = enc._go(arm)
         p = enc.poly(arm) if enc.facts is not None else None
         if p is not None:
@@ -596,6 +600,18 @@ def _ite(enc, n, A, w):
     a, al, ah = enc._go(n.args[1])
     b, bl, bh = enc._go(n.args[2])
     return z3.If(c == 1, a, b), min(al, bl), max(ah, bh)
+
+
+def _interval_truth(enc, c: Expr):
+    """1 or 0 when the operands' intervals decide the comparison ``c`` (bit-vector mode),
+    else None.  Used by ``ite`` and :meth:`IntEncoder._decided`; the comparison itself keeps
+    its encoding."""
+    if enc.ideal or not (isinstance(c, Op) and c.op in ("eq", "ult", "ule", "slt", "sle")):
+        return None
+    (_, al, ah), (_, bl, bh) = enc._go(c.args[0]), enc._go(c.args[1])
+    if min(al, bl) < 0:
+        return None
+    return _decided_by_intervals(c.op, al, ah, bl, bh, c.args[0].width)
 
 
 def _decided_by_intervals(op, al, ah, bl, bh, wa):
@@ -617,9 +633,6 @@ def _pred(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     op = n.op
     exact = enc.ideal and id(n) not in enc.keep
-    v = None if exact and op in ("slt", "sle") else _decided_by_intervals(op, al, ah, bl, bh, n.args[0].width)
-    if v is not None and min(al, bl) >= 0:
-        return z3.IntVal(v), v, v
     if op in ("slt", "sle") and not exact:
         wa = n.args[0].width
         a = z3.If(a >= (1 << (wa - 1)), a - (1 << wa), a)

@@ -156,7 +156,7 @@ class Query:
     FIRST_TRY_RU, each no-wrap obligation DISCHARGE_RU (DISCHARGE_TOTAL_RU for all).  ``used`` is the units spent so far: a function of the query alone."""
 
     def __init__(self, conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv",
-                 facts: bool = True, fold: bool = True):
+                 facts: bool = True, fold: bool = True, certificates: bool = True):
         self.conds, self.claim, self.rlimit = conds, claim, int(rlimit)
         self.arith = arith
         # what the solvers decide: in bit-vector mode the claim with its double-word carry chains
@@ -175,7 +175,7 @@ class Query:
         # (bit-vector mode) modulo 2**w once the double-word carry chains are folded into sums
         self.identity = (self.enc.implied(self.goal, certificates=False)
                          or (arith == "bv" and ring_identity(self.goal)))
-        self._certified = None                # the claim shown by certificates (tried once, in solve)
+        self._certified = None if certificates else False   # shown by certificates (tried once, in solve)
         self.sb = None
         self.bvars = None
         self.bmemo = None
@@ -395,7 +395,9 @@ class Query:
             ranges[k] = (max(a, lo), min(b, hi))
         if any(lo > hi for lo, hi in ranges.values()):
             return "proved", None, None          # an empty sub-domain holds no counterexample
-        sub = Query(self.conds, self.claim, ranges, rlimit, self.arith)
+        # no certificates here: near a counterexample the claim is false, and the linear
+        # program would spend the minimisation's units for nothing
+        sub = Query(self.conds, self.claim, ranges, rlimit, self.arith, certificates=False)
         try:
             return sub.solve({}, rlimit, int_rlimit)
         finally:
