@@ -189,3 +189,25 @@ def test_a_bound_on_the_rows_left_in_a_tile_bounds_both_arms_of_the_minimum():
     assert not shown([guard], claim, SMALL)
     env = {"x": 0, "y": 1, "z": 0}
     assert X.evaluate(guard, env) == 1 and X.evaluate(claim, env) == 0
+
+
+def test_the_kv_head_of_a_query_head_is_below_nhead_k_under_an_integer_gqa_ratio():
+    """K and V rows are read at ``kv_head = head_id / (nhead_q / nhead_k)``, computed behind
+    the kernel's divide-by-zero guard (an ``ite`` whose condition the ratio's interval
+    decides: the ratio is at least 1).  With ``nhead_q mod nhead_k == 0`` the KV head is below
+    nhead_k, so ``256*seqlen_k*(kv_head + 1) <= 256*nhead_k*seqlen_k``; without it the claim is
+    not shown, and it is false (nhead_q 3, nhead_k 2: ratio 1, head 2 reads KV head 2)."""
+    NK = Sym("nhead_k", 64, "shape")
+    ranges = dict(RANGES, nhead_k=(1, 256))
+    ratio = X.udiv(N, NK)
+    r32 = X.extract(ratio, 31, 0)
+    kv_head = X.ite(X.eq(r32, c32(0)), Sym("guarded", 32, "opaque"), X.udiv(HID, r32))
+    row = X.mul(X.zext(X.add(kv_head, c32(1)), 64), X.mul(L, c64(256)))
+    claim = X.ule(row, X.mul(X.mul(NK, L), c64(256)))
+    base = [X.band(X.ule(c64(1), v), X.ule(v, c64(hi))) for v, hi in ((N, 256), (NK, 256), (L, 1 << 20))]
+    base += [X.ult(X.zext(HID, 64), N), X.ule(NK, N)]
+    gqa = X.eq(X.urem(N, NK), c64(0))
+    assert shown(base + [gqa], claim, ranges)
+    assert not shown(base, claim, ranges)
+    env = {"nhead_q": 3, "nhead_k": 2, "seqlen_k": 64, "head_id": 2, "guarded": 0}
+    assert all(X.evaluate(c, env) == 1 for c in base) and X.evaluate(claim, env) == 0
