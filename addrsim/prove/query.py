@@ -1,6 +1,7 @@
 """Solver queries: the negated claim under the domain, decided, and minimised when refuted.
 
-Owns :class:`Query` (in order: the identity by polynomial arithmetic, no solver; the integer
+Owns :class:`Query` (in order: the identity by polynomial arithmetic, no solver; after the
+probe, a certificate of products of facts for a comparison (:meth:`Query.certified`); the integer
 encoding, whose no-wrap facts come from the conditions; range obligations discharged;
 bit-vectors in Z3 then Bitwuzla; the integer stage once more without facts), :func:`solve`,
 :func:`decide_query` (a vectorised concrete probe, then the solver, then minimisation),
