@@ -211,3 +211,35 @@ def test_the_kv_head_of_a_query_head_is_below_nhead_k_under_an_integer_gqa_ratio
     assert not shown(base, claim, ranges)
     env = {"nhead_q": 3, "nhead_k": 2, "seqlen_k": 64, "head_id": 2, "guarded": 0}
     assert all(X.evaluate(c, env) == 1 for c in base) and X.evaluate(claim, env) == 0
+
+
+def _soffset_case(guard_rows: int):
+    """A 64-row tile ``t`` of a head of ``seqlen_k`` rows (256 bytes each) reads its second
+    row block at ``16384*t + (rows_left > guard_rows ? 16384 : 0)``, ``rows_left`` the 64-row
+    blocks left from the tile (signed 32-bit, as ``s_sub_i32`` computes it)."""
+    t = KT
+    blocks = X.lshr(X.extract(L, 31, 0), c32(6))
+    rows_left = X.sub(blocks, t)
+    soff = X.ite(X.slt(c32(guard_rows), rows_left), c32(16384), c32(0))
+    offset = X.add(X.mul(t, c32(16384)), soff)
+    claim = X.ule(X.add(X.zext(offset, 64), c64(16)), X.mul(L, c64(256)))
+    conds = [X.band(X.ule(c64(64), L), X.ule(L, c64(1 << 20))), X.eq(X.urem(L, c64(64)), c64(0)),
+             X.ult(X.zext(t, 64), X.udiv(L, c64(64)))]
+    return conds, claim
+
+
+def test_a_guarded_soffset_is_bounded_in_each_case_of_its_guard(monkeypatch):
+    """Only in the case ``rows_left > 1`` is the second block read, and then the tile is at
+    least two blocks from the end: the certificate splits the ``ite`` into its cases (one
+    certificate cannot: the offset's interval reaches past the last tile).  With the guard
+    ``rows_left > 0`` the last tile reads past the head, and nothing is shown."""
+    import addrsim.backends.z3_int as Z
+    conds, claim = _soffset_case(1)
+    assert shown(conds, claim)
+    monkeypatch.setattr(Z, "MAX_SPLITS", 0)
+    assert not shown(conds, claim)
+    monkeypatch.undo()
+    conds, claim = _soffset_case(0)
+    assert not shown(conds, claim)
+    env = {"seqlen_k": 128, "kv_tile": 1}
+    assert all(X.evaluate(c, env) == 1 for c in conds) and X.evaluate(claim, env) == 0

@@ -68,6 +68,7 @@ class IntEncoder:
         self.nowrap_by_facts = 0                  # nodes kept without mod thanks to the facts
         self.cert_used = 0                        # resource units of positivity certificates
         self._certify = True
+        self.nodes: Dict[object, Expr] = {}      # atom key -> a node it stands for
         self._learning = False
         if self.facts is not None:
             self._learning = True
@@ -256,9 +257,40 @@ class IntEncoder:
             return False
         if not self._certify:
             return self.facts.bound(d)[0] >= need
+        return self._certified(d, need, MAX_SPLITS)
+
+    def _certified(self, d: P.Poly, need: int, splits: int) -> bool:
+        """``d >= need`` by a certificate, or, failing that, in both cases of an ``ite`` atom
+        of ``d`` whose condition is a comparison (the kernels' ``rows_left > 1 ? 4096 : 0``
+        soffsets): the condition learnt as a fact and the atom replaced by its arm, then the
+        negation and the other arm (at most ``splits`` atoms split)."""
         ok, used = certify(self.facts, d, need)
         self.cert_used += used
-        return ok
+        if ok or splits <= 0:
+            return ok
+        for key in sorted({k for m in d for k, _ in m}, key=repr):
+            n = self.nodes.get(key)
+            if not (isinstance(n, Op) and n.op == "ite" and isinstance(n.args[0], Op)
+                    and n.args[0].op in _FLIP):
+                continue
+            cases = ((n.args[0], n.args[1]), (X.bnot(n.args[0]), n.args[2]))
+            return all(self._in_case(cond, d, key, arm, need, splits - 1) for cond, arm in cases)
+        return False
+
+    def _in_case(self, cond: Expr, d: P.Poly, key, arm: Expr, need: int, splits: int) -> bool:
+        """``d >= need`` where ``cond`` holds and the atom ``key`` (an ite) is ``arm``."""
+        p = self.poly(arm)        # encoded with the ite, under every model's facts (none of this case's)
+        d2 = P.substitute(d, key, p) if p is not None else None
+        if d2 is None:
+            return False
+        saved = self.facts
+        self.facts = saved.copy()
+        try:
+            self._learn(cond)
+            self.facts.propagate()
+            return self._certified(d2, need, splits)
+        finally:
+            self.facts = saved
 
     def _close_facts(self) -> None:
         """Quotients of an exact division are exact: ``d * udiv(c, d) == c`` when the
@@ -338,6 +370,7 @@ class IntEncoder:
         lo, hi = self.facts.interval.get(key, (r[1], r[2]))
         self.facts.interval[key] = (max(lo, r[1]), min(hi, r[2]))
         self.polys[id(n)] = P.atom(key)
+        self.nodes.setdefault(key, n)
 
     def _op(self, n: Op, w: int):
         op = n.op
@@ -353,6 +386,9 @@ class IntEncoder:
             return _IDEAL[op](self, n, A, w)
         return INT[op](self, n, A, w)
 
+
+MAX_SPLITS = 3
+"""ite atoms a certificate may split into their two cases (2**3 certificates at most)."""
 
 _FLIP = {"ult": "ule", "ule": "ult", "slt": "sle", "sle": "slt"}     # not a < b is b <= a
 _SIGNED = {"slt": True, "sle": True, "ult": False, "ule": False}

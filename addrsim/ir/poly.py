@@ -76,6 +76,23 @@ def mul(a: Poly, b: Poly) -> Optional[Poly]:
     return out if len(out) <= MAX_TERMS else None
 
 
+def substitute(p: Poly, key, q: Poly) -> Optional[Poly]:
+    """``p`` with the atom ``key`` replaced by the polynomial ``q``; None past the limits."""
+    out: Poly = {}
+    for m, c in p.items():
+        term: Optional[Poly] = {tuple((k, e) for k, e in m if k != key): c}
+        for k, e in m:
+            if k == key:
+                for _ in range(e):
+                    term = mul(term, q) if term is not None else None
+        if term is None:
+            return None
+        out = add(out, term)
+        if out is None:
+            return None
+    return out
+
+
 def single_atom(p: Optional[Poly]):
     """The atom key when ``p`` is exactly one atom (coefficient 1), else None."""
     if p and len(p) == 1:
@@ -99,6 +116,18 @@ class Facts:
         self.nonneg: List[Poly] = []          # polynomials >= 0 in every model (certificates)
         self._nonneg_seen = set()
         self.gran: Dict[object, int] = {}     # atom -> a constant that divides it in every model
+
+    def copy(self) -> "Facts":
+        """An independent copy (for facts that hold in one case of a split)."""
+        f = Facts()
+        f.interval = dict(self.interval)
+        f.below = {k: list(v) for k, v in self.below.items()}
+        f.mono = list(self.mono)
+        f.divides = set(self.divides)
+        f.nonneg = list(self.nonneg)
+        f._nonneg_seen = set(self._nonneg_seen)
+        f.gran = dict(self.gran)
+        return f
 
     # ------------------------------------------------------------------ learning
 
