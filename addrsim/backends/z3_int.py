@@ -235,7 +235,6 @@ class IntEncoder:
             return k == int(want)
         if c.op not in ("eq", "ule", "ult", "sle", "slt"):
             return False
-        self._go(c)
         if c.op in ("sle", "slt"):
             pa, pb = self._signed_poly(c.args[0]), self._signed_poly(c.args[1])
         else:
