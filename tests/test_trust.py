@@ -125,6 +125,26 @@ def test_2026_shortcut_edit_is_reachable_and_diff_says_fixed(tmp_path):
     assert row["change"] == "fixed"
 
 
+
+@needs_2026
+def test_a_counterexample_every_entry_launches_is_routed_without_a_rerun(tmp_path):
+    """When the kernel's failing shape satisfies an entry point's routing conditions
+    (evaluated), that entry point reaches it: the routing reports the same shape and never
+    decides the check again (the least failing shape of the kernel's domain is the least of
+    any routed subset that holds it)."""
+    from addrsim.prove.domain import route
+    from addrsim.prove.verdict import Verdict
+    out = []
+    verify(_shortcut_listing(tmp_path), ["lse"], ["sbhd"], like=A16_2026, properties=["address"], checks_out=out)
+    c = out[0][1]
+    assert c.verdict == Verdict.COUNTEREXAMPLE
+
+    def rerun(entry):
+        raise AssertionError(f"rerun for {entry}")
+    r = route(c, rerun)
+    assert r.reachable is True and r.verdict == Verdict.COUNTEREXAMPLE
+    assert [e.shape for e in r.entries] == [c.counterexample.shape] * 2
+
 def _build(name, tmp_path):
     obj, co = tmp_path / f"{name}.o", tmp_path / f"{name}.co"
     subprocess.run(["llvm-mc-22", "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx942", "-filetype=obj",

@@ -201,6 +201,12 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None)
         if res.verdict == Verdict.PROVED and reaches is not None:
             out.append(_proved_route(res, prob, e, reaches))
             continue
+        if res.verdict == Verdict.COUNTEREXAMPLE and _admits(prob, e, res.counterexample):
+            # the kernel's failing shape is launched through ``e``: no rerun (and when it is
+            # the least of the kernel's domain it is the least of the routed one, a subset)
+            out.append(EntryRouting(e, Verdict.COUNTEREXAMPLE, True, [], dict(res.counterexample.shape),
+                                    res.reason or ""))
+            continue
         r = run(e)
         masked: List[str] = []
         reach: Optional[bool] = None
@@ -253,6 +259,30 @@ def _proved_route(res, prob: Problem, entry: str, reaches: Callable) -> EntryRou
                         f"{t.access.instr.addr:#x}" if t is not None else "no access")
 
 
+def _cex_env(prob: Problem, cex) -> Dict[str, object]:
+    """The values of a counterexample for evaluating a domain condition: its shape (shape
+    variables at their lower bounds where it names none), its workgroup ids and the
+    sequence-start arrays it chose."""
+    env: Dict[str, object] = dict({v: prob.bounds[v][0] for v in SHAPE_VARS}, **cex.shape)
+    env.update({prob.grid["z"].name: cex.coords.get("batch_id", 0),
+                prob.grid["y"].name: cex.coords.get("head_id", 0)})
+    for name, vals in (cex.arrays or {}).items():
+        env[name + "[]"] = {4 * int(i): int(v) for i, v in vals.items()}
+    return env
+
+
+def _admits(prob: Problem, entry: str, cex) -> bool:
+    """Every routing condition of ``entry`` holds at the counterexample ``cex`` (evaluated;
+    False when one reads a value the counterexample does not give)."""
+    if cex is None:
+        return False
+    env = _cex_env(prob, cex)
+    try:
+        return all(X.evaluate(a.expr, env) != 0 for a in prob.routing(entry))
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
 def _masking(res, prob: Problem, entry: str) -> List[str]:
     """The routing conditions of ``entry`` that exclude the kernel's failing case: a minimal
     core of them against (kernel domain, the failing path, the negated claim)."""
@@ -274,10 +304,7 @@ def _masking(res, prob: Problem, entry: str) -> List[str]:
     # the solver could not decide the core: name the conditions the counterexample violates
     if res.counterexample is None:
         return ["(the routing conditions that mask it could not be decided)"]
-    shape = dict(res.counterexample.shape)
-    env = dict({v: prob.bounds[v][0] for v in SHAPE_VARS}, **shape)
-    env.update({prob.grid["z"].name: res.counterexample.coords.get("batch_id", 0),
-                prob.grid["y"].name: res.counterexample.coords.get("head_id", 0)})
+    env = _cex_env(prob, res.counterexample)
     out = []
     for a in prob.routing(entry):
         try:
