@@ -22,6 +22,7 @@ import z3
 
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
+from addrsim.ir.bounded import without_dead_carries
 from addrsim.ir.poly import ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
 from addrsim.prove.probe import _Batch, _last_tiles, probe, shrink, uniform_arrays
@@ -164,6 +165,10 @@ class Query:
         # folded into sums (equal at every point, X.fold_carries); models are checked against
         # the claim itself (violates)
         self.goal = X.fold_carries(claim) if arith == "bv" and fold else claim
+        if arith == "bv" and fold:
+            # and without the carries the conditions' upper bounds rule out (a loop's V# base:
+            # its stride field and 48-bit sums, addrsim.ir.bounded)
+            self.goal = without_dead_carries(self.goal, conds)
         self.use_facts = facts and arith != "int"
         self._plain_tried = not self.use_facts
         self.ranges = dict(ranges)

@@ -1,0 +1,100 @@
+"""Carries the conditions rule out (addrsim.ir.bounded): a loop's V# stride field read after
+the 48-bit base was advanced is the base's own, once the base is a canonical address.
+
+Each rewrite is an equality wherever the conditions hold: checked here by evaluation at
+random points that satisfy them, and shown to be refused when a bound is missing."""
+import random
+
+import pytest
+
+from addrsim.ir import expr as X
+from addrsim.ir.bounded import upper, upper_bounds, without_dead_carries
+from addrsim.ir.expr import Const, Sym
+from addrsim.prove.query import Query
+
+CANONICAL = 1 << 47
+
+
+def _advanced_vsharp(s8, s9, step):
+    """The V# words 0-1 after ``s_add_u32 s8, s8, step; s_addc_u32 s9, s9, 0``: the stride
+    field (bits 61..48) times an index, plus the 48-bit base (bytes)."""
+    lo = X.add(s8, step)
+    hi = X.add(s9, X.zext(X.ult(lo, s8), 32))
+    base = X.zext(X.extract(X.concat(hi, lo), 47, 0), 64)
+    stride = X.zext(X.extract(hi, 29, 16), 64)
+    return X.add(base, X.mul(stride, X.zext(Sym("index", 32), 64)))
+
+
+def _canonical(s8, s9):
+    return X.ult(X.extract(X.concat(s9, s8), 47, 0), Const(CANONICAL, 48))
+
+
+def test_the_stride_field_after_a_canonical_base_advances_is_the_bases_own():
+    s8, s9, step = Sym("s8", 32), Sym("s9", 32), Sym("step", 32)
+    e = X.fold_carries(_advanced_vsharp(s8, s9, step))
+    got = without_dead_carries(e, [_canonical(s8, s9)])
+    stride = X.extract(s9, 29, 16)
+    assert any(X.digest(n) == X.digest(stride) for n in X.walk(got))
+    assert not any(isinstance(n, X.Op) and n.op == "extract" and n.params == (61, 48) for n in X.walk(got))
+
+
+def test_without_the_canonical_bound_the_carry_stays():
+    """A base just below 2**48 advanced by 1 carries into the stride field: nothing is removed."""
+    s8, s9, step = Sym("s8", 32), Sym("s9", 32), Sym("step", 32)
+    e = X.fold_carries(_advanced_vsharp(s8, s9, step))
+    assert without_dead_carries(e, []) is e
+    assert X.digest(without_dead_carries(e, [X.ult(s8, Const(1 << 31, 32))])) == X.digest(e)
+    env = {"s8": 0xffffffff, "s9": 0x0003ffff, "step": 1, "index": 1}
+    assert X.evaluate(e, env) != X.evaluate(X.add(X.zext(X.extract(X.concat(Sym("s9", 32), Sym("s8", 32)), 47, 0), 64),
+                                                  X.add(Const(1, 64), X.zext(X.extract(Sym("s9", 32), 29, 16), 64))), env)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_the_rewrite_keeps_the_value_wherever_the_conditions_hold(seed):
+    rnd = random.Random(seed)
+    s8, s9, step, b48 = Sym("s8", 32), Sym("s9", 32), Sym("step", 32), Sym("b48", 48)
+    small = Sym("small", 16)
+    conds = [_canonical(s8, s9), X.ult(b48, Const(CANONICAL, 48)), X.ule(small, Const(rnd.choice([7, 1000, 65535]), 16))]
+    exprs = [X.fold_carries(_advanced_vsharp(s8, s9, step)),
+             X.zext(X.add(b48, X.zext(step, 48)), 64),
+             X.extract(X.add(X.concat(s9, s8), X.zext(small, 64)), 40 + rnd.randrange(20), 16 + rnd.randrange(16)),
+             X.zext(X.add(X.zext(small, 32), step), 64)]
+    for e in exprs:
+        got = without_dead_carries(e, conds)
+        for _ in range(400):
+            env = {"s8": rnd.choice([0, 0xffffffff, rnd.getrandbits(32)]), "s9": rnd.getrandbits(32),
+                   "step": rnd.choice([0, 0xffffffff, rnd.getrandbits(32)]), "index": rnd.getrandbits(32),
+                   "b48": rnd.choice([CANONICAL - 1, rnd.getrandbits(47), rnd.getrandbits(48)]),
+                   "small": rnd.getrandbits(16)}
+            if all(X.evaluate(c, env) for c in conds):
+                assert X.evaluate(got, env) == X.evaluate(e, env)
+
+
+def test_upper_bounds_come_from_stated_comparisons_and_the_width():
+    x, y = Sym("x", 32), Sym("y", 32)
+    b = upper_bounds([X.band(X.ult(x, Const(100, 32)), X.ule(y, Const(7, 32)))])
+    assert upper(x, b) == 99 and upper(y, b) == 7
+    assert upper(X.add(x, y), b) == 106
+    assert upper(X.ite(Sym("c", 1), x, Const(5, 32)), b) == 99
+    assert upper(Sym("z", 32), b) == 0xffffffff
+
+
+def test_an_advanced_base_translation_is_proved_once_its_carries_are_gone():
+    """The loop induction's translation obligation in miniature: two workgroups' bases x and
+    x + T (both canonical, 48-bit), advanced by one step: the difference of the accessed
+    addresses is the same from every base (bytes), with the stride products cancelling."""
+    T = Sym("T", 48)
+    def addr(tag):
+        s8, s9 = Sym(f"s8{tag}", 32), Sym(f"s9{tag}", 32)
+        moved = Sym(f"m{tag}", 48)
+        hi16 = X.extract(s9, 31, 16)
+        pair = X.concat(hi16, moved)
+        cond = [X.eq(moved, X.add(X.extract(X.concat(s9, s8), 47, 0), T)), X.ult(moved, Const(CANONICAL, 48)),
+                _canonical(s8, s9)]
+        a1 = _advanced_vsharp(X.extract(pair, 31, 0), X.extract(pair, 63, 32), Sym("step", 32))
+        a0 = _advanced_vsharp(s8, s9, Sym("step", 32))
+        return cond, X.sub(a1, a0)
+    cx, dx = addr("x")
+    cy, dy = addr("y")
+    q = Query(cx + cy, X.eq(dx, dy), {}, 20_000_000)
+    assert q.solve()[0] == "proved"
