@@ -98,3 +98,31 @@ def test_an_advanced_base_translation_is_proved_once_its_carries_are_gone():
     cy, dy = addr("y")
     q = Query(cx + cy, X.eq(dx, dy), {}, 20_000_000)
     assert q.solve()[0] == "proved"
+
+
+def test_terms_both_sides_share_cancel_before_a_solver():
+    """eq(a + M, b + M) becomes eq(a - b, 0) (mod 2**64) with the product M gone; equal at
+    every point."""
+    from addrsim.ir.poly import cancelled
+    rnd = random.Random(3)
+    a, b, s, i = (Sym(n, 64) for n in ("a", "b", "s", "i"))
+    m = X.mul(X.zext(X.extract(s, 29, 16), 64), X.zext(X.extract(i, 31, 0), 64))
+    claim = X.eq(X.add(a, m), X.add(b, m))
+    got = cancelled(claim)
+    assert "s" not in X.symbols(got) and "i" not in X.symbols(got)
+    for _ in range(200):
+        env = {n: rnd.getrandbits(64) for n in "absi"}
+        if rnd.random() < 0.3:
+            env["b"] = env["a"]
+        assert X.evaluate(got, env) == X.evaluate(claim, env)
+
+
+def test_a_claim_is_proved_from_the_conditions_of_its_cone_and_only_then():
+    """Conditions on symbols the claim never meets (transitively) are left out of a first
+    try; one in the cone is kept: x <= 5 follows from x == y and y <= 5, not from the
+    unrelated z * z == 9; a refutation still satisfies every condition."""
+    x, y, z = Sym("x", 8), Sym("y", 8), Sym("z", 8)
+    conds = [X.eq(x, y), X.ule(y, Const(5, 8)), X.eq(X.mul(z, z), Const(9, 8))]
+    assert Query(conds, X.ule(x, Const(5, 8)), {}, 1_000_000).solve()[0] == "proved"
+    v, model, _ = Query(conds, X.ule(x, Const(4, 8)), {}, 1_000_000).solve()
+    assert v == "refuted" and model["x"] == 5 and (model["z"] * model["z"]) % 256 == 9

@@ -40,12 +40,16 @@ class Bounds:
         self.memo: Dict[int, int] = {}
         self._alive: list = []
 
+    def _key(self, e: Expr) -> bytes:
+        self._alive.append(e)        # the digest memo is keyed by node id: keep the node alive
+        return X.digest(e, self.dmemo)
+
     def note(self, e: Expr, bound: int) -> None:
-        k = X.digest(e, self.dmemo)
+        k = self._key(e)
         self.by[k] = min(self.by.get(k, bound), bound)
 
     def stated(self, e: Expr) -> Optional[int]:
-        return self.by.get(X.digest(e, self.dmemo))
+        return self.by.get(self._key(e))
 
 
 def upper_bounds(conds: Iterable[Expr]) -> Bounds:
@@ -102,7 +106,6 @@ def upper(e: Expr, b: Bounds) -> int:
         elif e.op == "extract" and e.params[1] == 0:
             m = min(m, upper(a[0], b))
     b.memo[k] = m
-    b._alive.append(e)
     return m
 
 

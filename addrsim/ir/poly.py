@@ -361,3 +361,41 @@ def ring_identity(claim) -> bool:
         return False
     d = add(a, b, -1)
     return d is not None and not any(c & ((1 << w) - 1) for c in d.values())
+
+
+def cancelled(claim):
+    """``eq(a, b)`` as ``eq(d, 0)``, d the polynomial ``a - b`` modulo 2**w (:func:`ring`)
+    rebuilt as an expression, when that has fewer nodes; ``claim`` itself otherwise.  Equal in bit-vector arithmetic at every point (``a == b``
+    iff ``a - b == 0 mod 2**w``): a loop obligation whose V# stride products appear on both
+    sides reaches the solvers without them (addrsim.prove.query)."""
+    from addrsim.ir import expr as X
+    if not (isinstance(claim, X.Op) and claim.op == "eq"):
+        return claim
+    w = claim.args[0].width
+    memo: dict = {}
+    a, b = ring(claim.args[0], w, memo), ring(claim.args[1], w, memo)
+    d = add(a, b, -1) if a is not None and b is not None else None
+    if d is None:
+        return claim
+    dig = memo["digest"]
+    nodes = {}
+    for n in X.walk(claim):
+        k = X.digest(n, dig)
+        nodes.setdefault(k, n)
+        nodes.setdefault(("z", k), n)
+    out = X.Const(0, w)
+    for mono, c in sorted(d.items(), key=lambda mc: repr(mc[0])):
+        c &= (1 << w) - 1
+        if not c:
+            continue
+        term = X.Const(c, w)
+        for key, e in mono:
+            n = nodes.get(key)
+            if n is None:
+                return claim
+            v = X.zext(n, w) if isinstance(key, tuple) and key[:1] == ("z",) else n
+            for _ in range(e):
+                term = X.mul(term, v)
+        out = X.add(out, term)
+    r = X.eq(out, X.Const(0, w))
+    return r if sum(1 for _ in X.walk(r)) < sum(1 for _ in X.walk(claim)) else claim

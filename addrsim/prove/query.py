@@ -23,7 +23,7 @@ import z3
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.ir.bounded import without_dead_carries
-from addrsim.ir.poly import ring_identity
+from addrsim.ir.poly import cancelled, ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
 from addrsim.prove.probe import _Batch, _last_tiles, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
@@ -169,6 +169,10 @@ class Query:
             # and without the carries the conditions' upper bounds rule out (a loop's V# base:
             # its stride field and 48-bit sums, addrsim.ir.bounded)
             self.goal = without_dead_carries(self.goal, conds)
+            if any(v.kind == "carried" for v in X.symbols(self.goal).values()):
+                # a loop obligation compares two copies of one body (addrsim.engine.loops):
+                # the terms they share (the stride products of a V#) cancel before any solver
+                self.goal = cancelled(self.goal)
         self.use_facts = facts and arith != "int"
         self._plain_tried = not self.use_facts
         self.ranges = dict(ranges)
@@ -182,6 +186,7 @@ class Query:
         self.identity = (self.enc.implied(self.goal, certificates=False)
                          or (arith == "bv" and ring_identity(self.goal)))
         self._certified = None if certificates else False   # shown by certificates (tried once, in solve)
+        self._cone_tried = False              # the goal's cone of conditions alone (tried once, in solve)
         self.sb = None
         self.bvars = None
         self.bmemo = None
@@ -316,6 +321,10 @@ class Query:
         iru = int_rlimit or (ru if self.arith == "int" else max(1, int(ru * INT_SHARE)))
         if self.identity or self.certified():
             return "proved", None, None    # without a solver: one polynomial, or products of facts
+        if self._cone_tried is False:
+            self._cone_tried = True
+            if self._cone_proves(bounds, ru, iru):
+                return "proved", None, None
         if not self.use_bv:
             r, mdl, why = self._int_stage(bounds, iru)
             if r == z3.unsat:
@@ -357,6 +366,38 @@ class Query:
         if plain is not None:
             return plain
         return "unknown", None, _gave_up(why, ru, self.wallclock, bitwuzla_run.AVAILABLE)
+
+    def _cone_proves(self, bounds, ru, iru) -> bool:
+        """Is the goal proved from the conditions in its cone alone (those that share a
+        symbol with it, transitively)?  Fewer hypotheses, so a proof holds for the whole
+        query; tried once, when the cone leaves some condition out (a loop obligation whose
+        goal has cancelled to its pointer terms does not need the path conditions and their
+        products).  Its units (the query's budget: a cut integer stage costs more) count in
+        ``used``."""
+        syms = set(X.symbols(self.goal))
+        left = [(c, set(X.symbols(c))) for c in self.conds]
+        keep: List[Expr] = []
+        grew = True
+        while grew:
+            grew = False
+            rest = []
+            for c, cs in left:
+                if cs & syms:
+                    keep.append(c)
+                    syms |= cs
+                    grew = True
+                else:
+                    rest.append((c, cs))
+            left = rest
+        if not left or not keep:
+            return False
+        sub = Query(keep, self.claim, self.ranges, self.rlimit, self.arith, certificates=False)
+        sub._cone_tried = True
+        try:
+            return sub.solve(bounds, ru, iru)[0] == "proved"
+        finally:
+            self._spent += sub.used
+            self.wallclock = self.wallclock or sub.wallclock
 
     def _int_stage(self, bounds, iru):
         """The integer encoding under ``bounds``: a first try, then (nonlinear wraps) the
