@@ -109,3 +109,18 @@ def test_cli_json_and_exit_code(real_kernel):
                         "--buffer", "lse"],
                        capture_output=True, text=True)
     assert p.returncode == 1
+
+
+@pytest.mark.slow
+def test_q_sbhd_every_loop_iteration_is_proved_and_dv_sbhd_wraps(real_kernel):
+    """SBHD, address, the kernel's own domain.  Q is read in the loop 0x4590-0x6038 from a V#
+    whose 48-bit base advances by 64 rows a step: the induction's translation obligation holds
+    once the stride field of the advanced base is seen to be the base's own (the base stays a
+    canonical address: addrsim.ir.bounded) and the stride products cancel; session 9 left it
+    "unknown" after 90 s.  dV's 32-bit row index wraps once the tensor passes 4 GiB: Bitwuzla
+    finds the shape in 1.2 s, which its old budget (10,000 calls) cut off."""
+    rep = verify(real_kernel, buffers=["q", "dv"], layouts=["sbhd"], properties=["address"])
+    v = verdicts(rep)
+    assert v[("q", "sbhd")]["verdict"] == "proved" and v[("q", "sbhd")]["all_iterations"]
+    assert v[("q", "sbhd")]["witness"] is not None
+    assert v[("dv", "sbhd")]["verdict"] == "counterexample" and v[("dv", "sbhd")]["cause"] == "overflow"
