@@ -58,18 +58,18 @@ def test_wheel_sbhd_routed_batch2_is_unreachable(real_kernel):
     assert exit_status([rep]) == 2
 
 
-def test_wheel_packed_q_view_loops_are_not_claimed(real_kernel):
+def test_wheel_packed_q_view_is_proved_in_every_loop_iteration(real_kernel):
     """A user view: Q sliced out of packed QKV, dO contiguous BSHD.  The kernel addresses dO
     with Q's strides: a kernel counterexample in the first iteration, which the host masks
-    (latent): it routes this kernel only when dO shares Q's strides (codegen.py QDO).  Q's
-    proof is not claimed for the main loop's later iterations, which addrsim does not settle:
-    Q is "unknown" naming loop 0x4590-0x6038 (one access, 0x5e68, not proved for every
-    iteration).  Session 5 had dO's routing undecided, naming a "nested loop 0x6048": that
-    loop was a backward exit branch taken for a back edge (addrsim/engine/cfg.py)."""
+    (latent): it routes this kernel only when dO shares Q's strides (codegen.py QDO).  Q is
+    proved for every iteration of the main loop 0x4590-0x6038, with a witness: until session 10
+    its access at 0x5e68 was "unknown" there (the V# stride field after the base advances,
+    addrsim/ir/bounded.py).  Session 5 had dO's routing undecided, naming a "nested loop
+    0x6048": that loop was a backward exit branch taken for a back edge (addrsim/engine/cfg.py)."""
     rep = verify(real_kernel, ["q", "do"], ["bshd_qkv_packed"], model_files=[VIEWS], properties=["address"],
                  bounds={"batch": (1, 8), "nhead_q": (1, 8), "seqlen_q": (1, 4096), "seqlen_k": (1, 4096)})
     q, do = checks(rep)[("q", "bshd_qkv_packed")], checks(rep)[("do", "bshd_qkv_packed")]
-    assert q["verdict"] == "unknown" and "loop 0x4590-0x6038" in q["reason"]
+    assert q["verdict"] == "proved" and q["all_iterations"] and q["witness"] is not None
     assert do["verdict"] == "counterexample" and do["routing"]["reachable"] is False
     assert finding_kind(do) == "latent"
     (entry,) = do["routing"]["entry_points"]
