@@ -1,4 +1,5 @@
-"""Counts per buffer of a scan JSON: proved, counterexample (reachable / latent), unknown,
+"""Counts per buffer of a scan JSON: proved, counterexample (reachable / latent / routing
+undecided: no host entry point was shown to reach or to mask it), unknown,
 unsupported, unreachable; the latent findings with their masking routing condition; the host
 limits; the counterexamples not proven minimal; the most common undecided reasons.
 
@@ -13,7 +14,8 @@ for k in d["kernels"]:
     for c in k["checks"]:
         v = c["verdict"]
         if v == "counterexample":
-            v = "cex-latent" if (c.get("routing") or {}).get("reachable") is False else "cex-reachable"
+            reach = (c.get("routing") or {}).get("reachable")
+            v = {False: "cex-latent", True: "cex-reachable"}.get(reach, "cex-routing-undecided")
             if not (c.get("counterexample") or {}).get("minimal"):
                 not_minimal.append(f"{k['kernel']} {c['buffer']}/{c['layout']} {c.get('property', 'address')}")
             if v == "cex-latent":
