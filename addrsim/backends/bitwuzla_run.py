@@ -9,8 +9,9 @@ Budget: Bitwuzla has no resource limit of its own, but it calls a termination ca
 fixed points of its search; :func:`check` counts those calls and stops after ``calls`` of
 them.  The count depends on the formula alone (the same on every machine and at any load),
 so the budget is deterministic like Z3's ``rlimit``.  65,000 to 200,000 calls a second
-were measured on the 2-core machines of 2026 (addrsim.prove.query.BZLA_RU_PER_CALL).  The module works without Bitwuzla installed:
-:data:`AVAILABLE` is then False and :func:`check` answers "unknown".  Imports bitwuzla only.
+were measured on the 2-core machines of 2026 (addrsim.prove.query.BZLA_RU_PER_CALL).  The
+module works without Bitwuzla installed: :data:`AVAILABLE` is then False and :func:`check`
+answers "unknown".  Imports bitwuzla only.
 """
 from __future__ import annotations
 

@@ -38,10 +38,10 @@ class Bounds:
         self.by: Dict[bytes, int] = {}
         self.dmemo: dict = {}
         self.memo: Dict[int, int] = {}
-        self._alive: list = []
+        self._alive: Dict[int, Expr] = {}
 
     def _key(self, e: Expr) -> bytes:
-        self._alive.append(e)        # the digest memo is keyed by node id: keep the node alive
+        self._alive[id(e)] = e       # the digest memo is keyed by node id: keep the node alive
         return X.digest(e, self.dmemo)
 
     def note(self, e: Expr, bound: int) -> None:

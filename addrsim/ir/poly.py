@@ -365,9 +365,10 @@ def ring_identity(claim) -> bool:
 
 def cancelled(claim):
     """``eq(a, b)`` as ``eq(d, 0)``, d the polynomial ``a - b`` modulo 2**w (:func:`ring`)
-    rebuilt as an expression, when that has fewer nodes; ``claim`` itself otherwise.  Equal in bit-vector arithmetic at every point (``a == b``
-    iff ``a - b == 0 mod 2**w``): a loop obligation whose V# stride products appear on both
-    sides reaches the solvers without them (addrsim.prove.query)."""
+    rebuilt as an expression, when that has fewer nodes; ``claim`` itself otherwise.  Equal
+    in bit-vector arithmetic at every point (``a == b`` iff ``a - b == 0 mod 2**w``): a loop
+    obligation whose V# stride products appear on both sides reaches the solvers without
+    them (addrsim.prove.query)."""
     from addrsim.ir import expr as X
     if not (isinstance(claim, X.Op) and claim.op == "eq"):
         return claim
