@@ -129,3 +129,90 @@ def test_the_least_seqlen_counts_the_last_tile_and_the_worst_lane(monkeypatch):
     assert model["seqlen_q"] == least
     assert model["tile"] == min(t for t in range(last + 1) if fails(least, t, 15))
     assert model["tid_x"] == min(ln for ln in range(16) if fails(least, model["tile"], ln))
+
+
+# ----------------------------------------------------------------------------- the wrap cover
+
+def _bshd_slice_offset(width_ids=32):
+    """BSHD Q as the fmha_v3_bwd kernels address it (bytes): the 32-bit sum
+    batch_id*stride + head_id*256, stride = nhead_q*seqlen_q*256 the host's exact u32 batch
+    stride; the claim: it equals the exact 64-bit offset."""
+    stride = X.mul(X.mul(X.extract(H, 31, 0), X.extract(S, 31, 0)), Const(256, 32))
+    low = X.add(X.mul(BID, stride), X.mul(HID, Const(256, 32)))
+    exact = X.add(X.mul(X.zext(BID, 64), X.mul(X.mul(H, S), Const(256, 64))), X.mul(X.zext(HID, 64), Const(256, 64)))
+    conds = [X.ule(Const(1, 64), B), X.ule(B, Const(64, 64)), X.ule(Const(1, 64), H), X.ule(H, Const(128, 64)),
+             X.ule(Const(64, 64), S), X.ule(S, Const(1 << 20, 64)),
+             X.eq(X.urem(S, Const(64, 64)), Const(0, 64)),                        # the kernel's seqlen trait
+             X.ult(X.mul(X.mul(H, S), Const(256, 64)), Const(1 << 32, 64)),       # the u32 stride is exact
+             X.ult(X.zext(BID, 64), B), X.ult(X.zext(HID, 64), H)]
+    return conds, X.eq(X.zext(low, 64), exact)
+
+
+def _thin_band_minimum():
+    """The least (batch, nhead_q, seqlen_q) of :func:`_bshd_slice_offset`, by enumeration: at
+    batch 1 nothing wraps; at batch 2 the last workgroup wraps when
+    n*s*256 + (n-1)*256 >= 2**32 with n*s*256 < 2**32 and 64 | s."""
+    for n in range(1, 129):
+        for s in range(64, (1 << 20) + 1, 64):
+            if n * s * 256 >= 1 << 32:
+                break
+            if n * s * 256 + (n - 1) * 256 >= 1 << 32:
+                return 2, n, s
+
+
+def test_a_thin_band_of_failing_shapes_is_minimised_and_proven_by_the_wrap_cover(monkeypatch):
+    """The failing shapes lie in a band one head wide under the exact-stride bound (the
+    README kernel's BSHD Q: (2, 73, 229824)); evaluation misses it, and on the real kernel
+    the whole query costs 4-7 Mru an attempt.  The wrap sites decide every step: each
+    "nothing below" is a site obligation over one add and one multiply, and the whole
+    query is never asked."""
+    def whole_query(*a):
+        raise AssertionError("minimisation asked the whole query")
+    monkeypatch.setattr(Query, "solve_within", whole_query)
+    conds, claim = _bshd_slice_offset()
+    ranges = dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20))
+    q = Query(conds, claim, ranges, 10 ** 7)
+    start = {"batch": 64, "nhead_q": 73, "seqlen_q": 229824, "batch_id": 63, "head_id": 72, "tile": 0, "lane": 0}
+    assert violates(conds, claim, start)
+    model, minimal = minimize(q, start, PROB, 6 * 10 ** 6)
+    assert minimal
+    assert (model["batch"], model["nhead_q"], model["seqlen_q"]) == _thin_band_minimum() == (2, 73, 229824)
+    assert violates(conds, claim, model)
+
+
+def test_the_wrap_cover_says_unsat_only_where_nothing_fails():
+    """The defining property of :class:`addrsim.prove.cover.WrapCover`: a box it calls free of
+    counterexamples holds none (enumerated), and a model it returns breaks the claim."""
+    from addrsim.backends.bitwuzla_run import AVAILABLE
+    from addrsim.prove.cover import wrap_cover
+    from addrsim.prove.query import BZLA_RU_PER_CALL
+    conds, claim = _bshd_slice_offset()
+    ranges = dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20))
+    q = Query(conds, claim, ranges, 10 ** 7)
+    cov, used = wrap_cover(q)
+    assert cov is not None and used > 0
+    assert {n.op for n, _, _ in cov.sites} <= {"add", "mul"}
+    check = lambda m: violates(conds, claim, m)  # noqa: E731
+    assert cov.attempt({"batch": (1, 1)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
+    assert cov.attempt({"batch": (2, 2), "nhead_q": (1, 72)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
+    got, m = cov.attempt({"batch": (2, 2), "nhead_q": (73, 73)}, check, BZLA_RU_PER_CALL)
+    assert got in (("sat",) if AVAILABLE else ("sat", "unknown"))
+    if got == "sat":
+        assert check(m) and m["batch"] == 2 and m["nhead_q"] == 73
+    # enumeration of the box called free: batch 2, nhead_q <= 72, the last workgroup and the
+    # 32 longest sequences whose stride is exact (the largest offsets of each nhead_q)
+    for n in range(1, 73):
+        top = min(1 << 20, ((1 << 32) - 1) // (256 * n)) // 64 * 64
+        for s in range(max(64, top - 31 * 64), top + 1, 64):
+            assert not violates(conds, claim, {"batch": 2, "nhead_q": n, "seqlen_q": s, "batch_id": 1,
+                                               "head_id": n - 1, "tile": 0, "lane": 0})
+
+
+def test_no_cover_for_a_wrong_formula():
+    """A claim false over the integers too (a wrong stride, not a wrap) has no wrap cover:
+    dropping every wrap does not make it hold, so minimisation does not lean on one."""
+    from addrsim.prove.cover import wrap_cover
+    conds, claim = _bshd_slice_offset()
+    wrong = X.eq(claim.args[0], X.add(claim.args[1], X.mul(X.zext(HID, 64), Const(2, 64))))
+    q = Query(conds, wrong, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
+    assert wrap_cover(q)[0] is None

@@ -16,7 +16,7 @@ from addrsim.backends.z3_run import RU
 
 QUERY_MRU = 10.0    # one solver call (the whole query when it is decided in one call)
 CHECK_MRU = 60.0    # one check, all its queries: no query starts once it is spent
-MIN_MRU = 4.0       # counterexample minimisation of one query
+MIN_MRU = 6.0       # counterexample minimisation of one query (a wrap cover, addrsim.prove.cover, and ~0.1 Mru a box)
 MRU_PER_S = 1.0     # nominal conversion of a budget written in seconds (measured mean: 1.3)
 
 

@@ -33,6 +33,7 @@ from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.backends import bitwuzla_run
 from addrsim.backends.z3_run import RU, WALLCLOCK_NOTE, Isolated
 
+from addrsim.prove.cover import wrap_cover
 from addrsim.prove.machines import LANE, PTR_LIMIT
 
 
@@ -530,32 +531,46 @@ CONFIRM_TRIES = 3     # candidate-then-proof rounds per variable before plain bi
 
 
 def _least(q: Query, model, var: str, lo: int, names, attempt):
-    """The counterexample with the least ``var`` (the variables before it fixed): a candidate
-    from evaluation (:func:`_eval_floor`), then one solver call to show that nothing below it
-    fails (``attempt(c - 1)`` unsat: the candidate is the minimum); a model below it gives a
-    new candidate, and after CONFIRM_TRIES rounds a bisection proves the rest.  ``attempt(ub)``
-    returns ("sat", model with ``var`` <= ub), ("unsat", None), or ("stop", None) when the
-    budget is spent or the solver undecided (it then clears ``minimal`` itself)."""
+    """(the counterexample with the least ``var``, the variables before it fixed; whether
+    that is proved).  A candidate from evaluation (:func:`_eval_floor`), then boxes
+    [a, u] of ``var`` asked in turn, with nothing below ``a`` failing (proved):
+    ``attempt(a, u)`` returns ("sat", model with ``var`` in the box), ("unsat", None),
+    ("unknown", None) when the solvers could not tell, or ("stop", None) when the budget is
+    spent.  First [lo, candidate - 1] (CONFIRM_TRIES rounds: one call shows most candidates
+    minimal), then bisection; after an "unknown", boxes that gallop up from ``a`` (1, 2, 4,
+    ... values wide: a narrow box near the low end is the easiest to decide, and the least
+    failing value is often the smallest)."""
     best = _eval_floor(q, model, var, lo, names)
+    a = lo
     for _ in range(CONFIRM_TRIES):
-        if best[var] <= lo:
-            return best
-        got, m = attempt(best[var] - 1)
-        if got != "sat":
-            return best
-        best = _eval_floor(q, m, var, lo, names)
-    a, hi = lo, best[var]
-    while a < hi:                        # bisection: no counterexample below a, one at hi
-        mid = (a + hi) // 2
-        got, m = attempt(mid)
-        if got == "stop":
-            break
+        if best[var] <= a:
+            return best, True
+        got, m = attempt(a, best[var] - 1)
         if got == "sat":
             best = _eval_floor(q, m, var, lo, names)
-            hi = best[var]
+        elif got == "unsat":
+            return best, True
         else:
-            a = mid + 1
-    return best
+            break
+    if got == "stop":
+        return best, False
+    step = 0 if got == "unknown" else None      # None: bisection; an int: galloping, 2**step wide
+    while a < best[var]:
+        u = (a + best[var] - 1) // 2 if step is None else min(best[var] - 1, a + (1 << step) - 1)
+        got, m = attempt(a, u)
+        if got == "stop":
+            return best, False
+        if got == "sat":
+            best = _eval_floor(q, m, var, lo, names)
+            step = None
+        elif got == "unsat":
+            a = u + 1
+            step = None if step is None else step + 1
+        elif u == a:
+            return best, False                 # not even one value decided
+        else:
+            step = 0
+    return best, True
 
 
 def _probe_within(q: Query, bounds, order, pnames, arrays=None):
@@ -720,6 +735,25 @@ def _lowered(model, var: str, x: int, names):
     return t
 
 
+def _covered(q: Query, box, memo: dict):
+    """A minimisation attempt decided by the query's wrap cover (:mod:`addrsim.prove.cover`,
+    built once per minimisation, in ``memo``): ("unsat", None) when no wrap site can leave its
+    width inside ``box`` (so no counterexample lies there), ("sat", model) for a site model
+    that breaks the claim, None when the cover cannot tell.  Its units count in ``q.used``."""
+    if "cover" not in memo:
+        memo["cover"], used = wrap_cover(q)
+        q._spent += used
+    cov = memo["cover"]
+    if cov is None:
+        return None
+    before = cov.used
+    try:
+        got, m = cov.attempt(box, lambda m: violates(q.conds, q.claim, m), BZLA_RU_PER_CALL)
+    finally:
+        q._spent += cov.used - before
+    return None if got == "unknown" else (got, m)
+
+
 def minimize(q: Query, model, prob: Problem, budget_ru: int):
     """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
     lane) counterexample: each variable in turn, the earlier ones fixed, lowered by
@@ -742,28 +776,30 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     names["arrays"] = arrays
     spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
+    cover: dict = {}
     for var in order:
         if var not in model:
             continue
         lo = q.ranges.get(var, (0, 0))[0]
 
-        def attempt(ub):
-            nonlocal minimal
+        def attempt(a, ub):
             if spent():
-                minimal = False
                 return "stop", None
             b = dict(fixed)
-            b[var] = (lo, ub)
+            b[var] = (a, ub)
             m = _probe_within(q, b, order, pnames, arrays) if var in ORDER else None   # by evaluation first
             if m is not None:
                 return "sat", m
+            got = _covered(q, b, cover)        # then the wrap sites alone
+            if got is not None:
+                return got
+            if cover.get("cover") is not None and a < ub:
+                return "unknown", None         # narrower boxes first: the whole query costs the most
             v, m, _ = q.solve_within(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
-            if v == "unknown":
-                minimal = False
-                return "stop", None
-            return ("sat", m) if v == "refuted" else ("unsat", None)
+            return {"refuted": ("sat", m), "proved": ("unsat", None)}.get(v, ("unknown", None))
 
-        model = _least(q, model, var, lo, names, attempt)
+        model, proved = _least(q, model, var, lo, names, attempt)
+        minimal = minimal and proved
         fixed[var] = (model[var], model[var])
     if not minimal:
         # out of budget: shrink what is left by evaluation (cheap), keeping a counterexample

@@ -1,0 +1,186 @@
+"""The wrap cover of a bit-vector query: the few 32-bit wraps every counterexample goes through.
+
+Owns :class:`WrapCover` and :func:`wrap_cover`, which counterexample minimisation
+(:func:`addrsim.prove.query.minimize`) asks first when it must show that nothing below a
+candidate fails, and when evaluation found no smaller failing shape.
+
+Why it is sound.  The query's integer encoding E (:class:`addrsim.backends.z3_int.IntEncoder`,
+bit-vector mode) is exact: every node that may leave its width gets ``mod 2**w`` around its
+unwrapped term ``t``.  Take a set S of those nodes and the encoding E' that drops their ``mod``
+(each ``t`` then assumed inside [0, 2**w)).  At any point where no node of S leaves its range,
+E and E' take the same values (node by node, from the leaves up).  So when E' is unsatisfiable
+(the claim holds wherever S does not wrap: what "int mode proves the claim" means for an
+overflow), every counterexample makes some node of S wrap, and
+
+    no counterexample inside the bounds B  <=  for each n in S: domain and B and t_n out of range is unsat.
+
+Each such site obligation is small (one term of the address, not the whole claim): Z3 decides
+it over the integers, and Bitwuzla over bit-vectors, where thin bands of solutions (a stride
+that must be a multiple of 64 and stay exact while the next head's offset passes 2**32) are
+found in a few hundred calls (measured 2026-12-03 on the README kernel's BSHD Q: 612 calls).
+A model of a site obligation is a counterexample only if it breaks the claim when evaluated
+(:func:`addrsim.prove.query.violates`); otherwise the cover says "unknown" and the caller asks
+the whole query.
+
+S starts as every wrapped node of an operator with a site form (add, sub, mul, shl by a
+constant, a truncating extract), less the low halves of multiword values
+(:func:`addrsim.backends.ideal.kept_wraps`), and is then shrunk greedily: a node whose ``mod``
+E' can keep (the same kv_tile product on both sides of the claim) is left out, so its harmless
+wraps do not block the proofs.  May import addrsim.ir, addrsim.backends and
+addrsim.prove.machines (never addrsim.prove.query: it is handed the Query).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+import z3
+
+from addrsim.backends import bitwuzla_run
+from addrsim.backends.ideal import kept_wraps
+from addrsim.backends.z3_int import IntEncoder
+from addrsim.backends.z3_run import RU, Isolated
+from addrsim.ir.expr import Const, Expr
+
+COVER_RU = RU // 4            # E' without every candidate's mod (once per query)
+SHRINK_RU = RU // 4           # E' with one more node's mod kept (once per candidate)
+SHRINK_TOTAL_RU = RU             # all of the greedy shrinking
+SITE_INT_RU = RU // 20        # one site obligation over the integers (Z3)
+SITE_BZLA_RU = RU // 2        # the same over bit-vectors (Bitwuzla), when Z3 did not decide it
+SITE_OPS = ("add", "sub", "mul", "shl", "extract")
+
+
+class WrapCover:
+    """The sites of a query (see the module docstring), decided under variable bounds.
+    ``used``: resource units spent so far (Bitwuzla calls at the query's rate)."""
+
+    def __init__(self, q, sites: List[Tuple[Expr, z3.ArithRef, int]]):
+        self.q, self.sites, self.used = q, sites, 0
+        self.base = Isolated()
+        self.base.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
+
+    def attempt(self, bounds: Dict[str, Tuple[int, int]], violates, bzla_ru_per_call: int):
+        """("unsat", None): no counterexample inside ``bounds`` (variable -> inclusive range);
+        ("sat", model): a counterexample there (checked by ``violates``); ("unknown", None)."""
+        q, base = self.q, self.base
+        base.push()
+        try:
+            for k, (lo, hi) in bounds.items():
+                v = q.enc.vars.get(k)
+                if v is not None:
+                    base.add(v >= lo, v <= hi)
+            for n, t, w in self.sites:
+                got, m = self._site(n, t, w, bounds, violates, bzla_ru_per_call)
+                if got != "unsat":
+                    return got, m
+            return "unsat", None
+        finally:
+            base.pop()
+
+    def _site(self, n, t, w, bounds, violates, per_call):
+        q, base = self.q, self.base
+        base.push()
+        base.add(z3.Or(t < 0, t >= (1 << w)))
+        before = base.used
+        r, _ = base.check(SITE_INT_RU)
+        self.used += base.used - before
+        m = None
+        if r == z3.sat:
+            m = {k: base.value(v) for k, v in q.enc.vars.items()}
+            m.update(q._arrays(base.value, lambda x: q.enc.memo[id(x)][0]))
+        base.pop()
+        if r == z3.unsat:
+            return "unsat", None
+        if m is not None and violates(m):
+            return "sat", m
+        return self._site_bv(n, bounds, violates, per_call)
+
+    def _site_bv(self, n, bounds, violates, per_call):
+        """The site obligation over bit-vectors, in Bitwuzla: the query's own formula with
+        the node's operands read at twice their width."""
+        q = self.q
+        if not bitwuzla_run.AVAILABLE:
+            return "unknown", None
+        s = q._bv()
+        f = site_bv(n, q.bmemo)
+        if f is None:
+            return "unknown", None
+        s.push()
+        try:
+            for k, (lo, hi) in bounds.items():
+                v = q.bvars.get(k)
+                if v is not None:
+                    s.add(z3.ULE(z3.BitVecVal(lo, v.size()), v), z3.ULE(v, z3.BitVecVal(hi, v.size())))
+            s.add(f)
+            ans, vals, spent, _ = bitwuzla_run.check(s.smt2(), max(1, SITE_BZLA_RU // per_call))
+        finally:
+            s.pop()
+        self.used += spent * per_call
+        if ans == "unsat":
+            return "unsat", None
+        if ans == "sat":
+            m = {k: vals.get(k, 0) for k in q.bvars}
+            if violates(m):
+                return "sat", m
+        return "unknown", None
+
+
+def site_bv(n: Expr, memo) -> Optional[z3.BoolRef]:
+    """The bit-vector formula "node ``n`` leaves its width" over its operands' terms in
+    ``memo`` (node id -> Z3 bit-vector term); None for an operator without one."""
+    try:
+        a = [memo[id(x)] for x in n.args]
+    except KeyError:
+        return None
+    w = n.width
+    if n.op == "add":
+        return z3.UGE(z3.ZeroExt(w, a[0]) + z3.ZeroExt(w, a[1]), 1 << w)
+    if n.op == "mul":
+        return z3.UGE(z3.ZeroExt(w, a[0]) * z3.ZeroExt(w, a[1]), 1 << w)
+    if n.op == "sub":
+        return z3.ULT(a[0], a[1])
+    if n.op == "shl" and isinstance(n.args[1], Const):
+        s = n.args[1].value
+        return z3.LShR(a[0], w - s) != 0 if 0 < s < w else None
+    if n.op == "extract":
+        hi, lo = n.params
+        top = a[0].size()
+        return z3.LShR(a[0], hi + 1) != 0 if hi + 1 < top else None
+    return None
+
+
+def wrap_cover(q) -> Tuple[Optional[WrapCover], int]:
+    """(the cover of the bit-vector Query ``q``, resource units spent building it).  The
+    cover is None when there is none: int mode, no wrapped node, or the claim not shown
+    without the candidates' wraps (E' not unsat within COVER_RU: the bug is not an
+    overflow, or the solver could not tell)."""
+    if q.arith != "bv" or not q.enc.wrapped:
+        return None, 0
+    keep = kept_wraps(q.conds + [q.goal])
+    cands = [(n, t, w) for n, t, w in q.enc.wrapped
+             if id(n) not in keep and n.op in SITE_OPS and (n.op != "shl" or isinstance(n.args[1], Const))]
+    if not cands:
+        return None, 0
+    ok, used = _without(q, cands, COVER_RU)
+    if not ok:
+        return None, used
+    sites = list(cands)
+    for c in cands:                       # greedy: leave out the wraps E' can keep
+        trial = [x for x in sites if x is not c]
+        if not trial or used >= SHRINK_TOTAL_RU:
+            break
+        ok, u = _without(q, trial, SHRINK_RU)
+        used += u
+        if ok:
+            sites = trial
+    return WrapCover(q, sites), used
+
+
+def _without(q, sites, rlimit: int) -> Tuple[bool, int]:
+    """Is the query unsat once the ``mod`` of every node of ``sites`` is dropped (E')?
+    (answer, units spent)."""
+    ids = frozenset(id(n) for n, _, _ in sites) | frozenset(q.enc.nowrap)
+    e2 = IntEncoder(q.ranges, nowrap=ids, facts_from=q.conds if q.use_facts else None)
+    iso = Isolated()
+    iso.add(*[e2.holds(c) for c in q.conds], e2.enc(q.goal) == 0, *e2.side)
+    r, _ = iso.check(rlimit)
+    return r == z3.unsat, iso.used
