@@ -24,9 +24,10 @@ the whole query.
 
 S starts as every wrapped node of an operator with a site form (add, sub, mul, shl by a
 constant, a truncating extract), less the low halves of multiword values
-(:func:`addrsim.backends.ideal.kept_wraps`), and is then shrunk greedily: a node whose ``mod``
-E' can keep (the same kv_tile product on both sides of the claim) is left out, so its harmless
-wraps do not block the proofs.  May import addrsim.ir, addrsim.backends and
+(:func:`addrsim.backends.ideal.kept_wraps`).  A site whose obligation is undecided, or whose
+model breaks nothing, is left out when E' still holds with its ``mod`` kept (the same kv_tile
+product on both sides of the claim: a harmless wrap), so it does not block the proofs; that
+is tried once per site, when needed, as S stays a cover for every later box.  May import addrsim.ir, addrsim.backends and
 addrsim.prove.machines (never addrsim.prove.query: it is handed the Query).
 """
 from __future__ import annotations
@@ -55,6 +56,8 @@ class WrapCover:
 
     def __init__(self, q, sites: List[Tuple[Expr, z3.ArithRef, int]]):
         self.q, self.sites, self.used = q, sites, 0
+        self._kept: set = set()       # ids of sites tried for leaving out (once each)
+        self._shrunk = 0              # units spent trying
         self.base = Isolated()
         self.base.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
 
@@ -68,13 +71,30 @@ class WrapCover:
                 v = q.enc.vars.get(k)
                 if v is not None:
                     base.add(v >= lo, v <= hi)
-            for n, t, w in self.sites:
-                got, m = self._site(n, t, w, bounds, violates, bzla_ru_per_call)
+            for site in list(self.sites):
+                got, m = self._site(*site, bounds, violates, bzla_ru_per_call)
+                if got == "unknown" and self._leave_out(site):
+                    continue
                 if got != "unsat":
                     return got, m
             return "unsat", None
         finally:
             base.pop()
+
+    def _leave_out(self, site) -> bool:
+        """Drop ``site`` from the cover when E' still holds with its ``mod`` kept (a harmless
+        wrap, the same on both sides of the claim, whose models never break it); tried once
+        per site, within SHRINK_RU, and not past SHRINK_TOTAL_RU in all."""
+        if id(site[0]) in self._kept or len(self.sites) < 2 or self._shrunk >= SHRINK_TOTAL_RU:
+            return False
+        self._kept.add(id(site[0]))
+        rest = [x for x in self.sites if x is not site]
+        ok, u = _without(self.q, rest, SHRINK_RU)
+        self.used += u
+        self._shrunk += u
+        if ok:
+            self.sites = rest
+        return ok
 
     def _site(self, n, t, w, bounds, violates, per_call):
         q, base = self.q, self.base
@@ -161,18 +181,7 @@ def wrap_cover(q) -> Tuple[Optional[WrapCover], int]:
     if not cands:
         return None, 0
     ok, used = _without(q, cands, COVER_RU)
-    if not ok:
-        return None, used
-    sites = list(cands)
-    for c in cands:                       # greedy: leave out the wraps E' can keep
-        trial = [x for x in sites if x is not c]
-        if not trial or used >= SHRINK_TOTAL_RU:
-            break
-        ok, u = _without(q, trial, SHRINK_RU)
-        used += u
-        if ok:
-            sites = trial
-    return WrapCover(q, sites), used
+    return (WrapCover(q, cands) if ok else None), used
 
 
 def _without(q, sites, rlimit: int) -> Tuple[bool, int]:
