@@ -60,3 +60,27 @@ def test_bitwuzla_reads_z3s_smt2_with_functions_and_quoted_names():
 
 def test_bad_text_is_unknown_not_an_exception():
     assert bitwuzla_run.check("(assert (= x", 100)[0] == "unknown"
+
+
+def test_a_cone_sub_query_is_decided_once_per_check():
+    """Loop obligations of one check share their cone sub-query (the goal under only the
+    conditions that share a symbol with it, Query._cone_proves): the first pays for it, a
+    later one with the same goal and cone, whatever its other conditions, reuses the answer
+    and spends nothing (bwd_hd128_bf16_a32_rtna's Q SBHD loop: 4.9 Mru per obligation,
+    which ran its check past the scan's 10 Mru; now proved)."""
+    from addrsim.ir import expr as X
+    from addrsim.ir.expr import Const, Sym
+    from addrsim.prove.query import Query
+    x, y, z = Sym("x", 32, "shape"), Sym("y", 32, "shape"), Sym("z", 32, "shape")
+    cone = [X.ult(x, Const(1 << 20, 32))]
+    other = [X.ult(X.mul(y, z), X.add(y, Const(7, 32))), X.ult(Const(3, 32), z)]
+    # (x + 1) * 12 is a multiple of 4 in 32 bits: true, but not one polynomial identity
+    claim = X.eq(X.urem(X.mul(X.add(x, Const(1, 32)), Const(12, 32)), Const(4, 32)), Const(0, 32))
+    cones: dict = {}
+    first = Query(cone + other, claim, {}, 10 ** 7, cones=cones)
+    assert not first.identity and first.solve()[0] == "proved"
+    assert len(cones) == 1 and list(cones.values()) == [True] and first.used > 0
+    second = Query(cone + other[:1], claim, {}, 10 ** 7, cones=cones)
+    assert second.solve()[0] == "proved" and second.used == 0
+    alone = Query(cone + other[:1], claim, {}, 10 ** 7)          # without the shared answers
+    assert alone.solve()[0] == "proved" and alone.used > 0

@@ -25,7 +25,7 @@ counterexample, :func:`_counterexample`), :func:`_loop_check` (every later itera
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace as replace_dc
+from dataclasses import dataclass, field, replace as replace_dc
 from typing import List, Optional, Tuple
 
 from addrsim.backends.ideal import kept_wraps
@@ -64,6 +64,7 @@ class _Ctx:
     res: Check
     t0: float
     spent: int = 0      # resource units charged to this check (the same in every run)
+    cones: dict = field(default_factory=dict)   # cone sub-queries decided by this check's loop obligations
 
     def out_of_budget(self) -> bool:
         return self.spent >= self.opts.check_ru
@@ -436,7 +437,7 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
             if ctx.out_of_budget():
                 return (Verdict.UNKNOWN, f"check budget of {ctx.opts.check_ru / RU:g} Mru spent before the loop "
                                          f"{head:#x}-{end:#x} was proved", None)
-            v_, model_, why_, q = solve(conds, claim, ranges, ctx.opts.query_ru, ctx.opts.arith)
+            v_, model_, why_, q = solve(conds, claim, ranges, ctx.opts.query_ru, ctx.opts.arith, ctx.cones)
             hit = ctx.keep(key, (v_, model_, why_, q.used), q.wallclock)
         v, model, why, used = hit
         ctx.spent += used
