@@ -235,10 +235,10 @@ def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:
     engine failure is an honest "unknown", never a verdict."""
     def run(entry):
         c = check(sub, ex, b, lay, opts, cache, prop, routed=entry)
-        return settle(c, *witness_tools(sub, c, opts, cache))
+        return settle(c, *witness_tools(sub, c, opts, cache), cache=cache)
     try:
         c = run(None)
-        c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None)
+        c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None, cache)
         return _as_routed(c, run) if routed else c
     except InputError:
         raise

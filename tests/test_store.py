@@ -101,3 +101,81 @@ def test_a_second_process_reads_the_first_ones_answers(tmp_path):
     sb = {c["layout"]: c for c in second["kernels"][0]["checks"]}
     assert sb["sbhd"]["counterexample"]["replayed_on"] == "an earlier run of the same query"
     assert sb["bhsd"]["witness"]["replayed_on"].startswith("an earlier run")
+
+
+# ----------------------------------------------------------------------------- sibling kernels
+
+def test_canonical_names_do_not_depend_on_where_the_code_lies():
+    """Loop-carried and opaque symbols are renamed by rank: a sibling whose code moved (its
+    loop heads at other addresses, other opaque numbers) gets the same query key, and the
+    renaming is a bijection (distinct symbols keep distinct names)."""
+    from addrsim.ir import expr as X
+    from addrsim.prove.query import query_key
+
+    def query(h1, h2, n):
+        a, b = X.Sym(f"v3@{h1:#x}", 32, "carried"), X.Sym(f"v3@{h2:#x}", 32, "carried")
+        o = X.Sym(f"opaque{n}", 32, "opaque")
+        s = X.Sym("seqlen_q", 32, "shape")
+        return X.eq(X.add(a, o), X.add(b, s)), [X.ult(a, b)]
+
+    c1, k1 = query(0x100, 0x200, 7)
+    c2, k2 = query(0x108, 0x208, 9)
+    n1, n2 = X.canonical_names([c1] + k1), X.canonical_names([c2] + k2)
+    assert sorted(n1.values()) == sorted(n2.values()) == ["opaque#0", "v3@L0", "v3@L1"]
+    assert query_key(("t",), c1, k1, n1) == query_key(("t",), c2, k2, n2)
+    assert query_key(("t",), c1, k1) != query_key(("t",), c2, k2)        # the raw names differ
+    swapped, ks = query(0x200, 0x100, 7)                                   # the heads' roles exchanged
+    assert query_key(("t",), swapped, ks, X.canonical_names([swapped] + ks)) != query_key(("t",), c1, k1, n1)
+    model = {"v3@0x100": 5, "opaque7": 1, "batch": 2, "Lse[]": {0: 4}}
+    back = {c: n for n, c in n1.items()}
+    assert X.rename_model(X.rename_model(model, n1), back) == model
+
+
+def test_a_sibling_whose_loop_moved_reuses_the_loop_answers(tmp_path, monkeypatch):
+    """The same loop kernel with one instruction inserted before the loop (every loop head
+    moves): its loop obligations are read from the cache the first kernel filled, and it is
+    still proved in every iteration.  Without the first kernel's answers they are solved."""
+    import addrsim.prove.check as C
+    from addrsim.api import verify
+    from test_listing import objdump, patch
+
+    co = build("lse_loop", tmp_path)
+    moved = tmp_path / "moved.txt"
+    moved.write_text(patch(objdump(co), "s_load_dword s16, s[0:1], 0x14", "s_nop 0\ns_load_dword s16, s[0:1], 0x14"))
+    solved = []
+    real = C.solve
+    monkeypatch.setattr(C, "solve", lambda *a, **k: solved.append(1) or real(*a, **k))
+
+    def run(path, cache):
+        rep = verify(path, ["lse"], ["bhsd"], like=co if path == moved else None, model_files=[MODEL],
+                     properties=["address"], cache=cache)
+        return rep["kernels"][0]["checks"][0]
+
+    cache = Store()
+    first = run(co, cache)
+    assert first["verdict"] == "proved" and first["all_iterations"] is True and solved
+    solved.clear()
+    second = run(moved, cache)
+    assert second["verdict"] == "proved" and second["all_iterations"] is True
+    assert solved == []
+    alone = run(moved, Store())
+    assert alone["verdict"] == "proved" and solved
+
+
+def test_a_routing_core_is_decided_once(monkeypatch):
+    """The minimal unsat core of routing conditions is kept in the query cache by its
+    structural key (budgeted in resource units, so a function of the key): asked again, by
+    this check or a sibling kernel's, it costs no solver call."""
+    from addrsim.ir import expr as X
+    from addrsim.prove import domain as D
+
+    b = X.Sym("batch", 32, "shape")
+    named = [("batch >= 4", X.ule(X.Const(4, 32), b)), ("batch <= 2", X.ule(b, X.Const(2, 32))),
+             ("batch >= 1", X.ule(X.Const(1, 32), b))]
+    calls = []
+    real = D._core
+    monkeypatch.setattr(D, "_core", lambda *a: calls.append(1) or real(*a))
+    cache = Store()
+    assert D.core([], named, cache=cache) == ["batch >= 4", "batch <= 2"]
+    assert D.core([], named, cache=cache) == ["batch >= 4", "batch <= 2"] and len(calls) == 1
+    assert D.core([], named[::-1], cache=cache) is not None and len(calls) == 2   # order and texts are in the key

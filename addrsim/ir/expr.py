@@ -18,6 +18,7 @@ fusion, masks that cannot change a value); everything else is left to the solver
 from __future__ import annotations
 
 import hashlib
+import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterable, Optional, Tuple
 
@@ -554,11 +555,14 @@ def walk(e: Expr) -> Iterable[Expr]:
             stack.extend(n.args)
 
 
-def digest(e: Expr, memo: Optional[dict] = None) -> bytes:
+def digest(e: Expr, memo: Optional[dict] = None, rename: Optional[Dict[str, str]] = None) -> bytes:
     """A stable structural digest of ``e`` (16 bytes of BLAKE2b): equal trees give equal
     digests whatever their sharing, in every process and run (unlike :func:`shash`, which uses
-    Python's per-process ``hash``).  Linear in the number of distinct nodes."""
+    Python's per-process ``hash``).  ``rename`` (optional) maps symbol names to the names the
+    digest uses (a bijection, :func:`canonical_names`; give the same one with a shared
+    ``memo``).  Linear in the number of distinct nodes."""
     memo = {} if memo is None else memo
+    rename = rename or {}
     stack = [(e, False)]
     while stack:
         n, done = stack.pop()
@@ -568,7 +572,7 @@ def digest(e: Expr, memo: Optional[dict] = None) -> bytes:
         if isinstance(n, Const):
             text = f"c{n.width}:{n.value}".encode()
         elif isinstance(n, Sym):
-            text = f"s{n.width}:{n.kind}:{n.name}".encode()
+            text = f"s{n.width}:{n.kind}:{rename.get(n.name, n.name)}".encode()
         elif done:
             text = f"o{n.op}:{n.width}:{n.params}".encode() + b"".join(memo[id(a)] for a in n.args)
         else:
@@ -577,6 +581,46 @@ def digest(e: Expr, memo: Optional[dict] = None) -> bytes:
             continue
         memo[k] = hashlib.blake2b(text, digest_size=16).digest()
     return memo[id(e)]
+
+
+_CODE_ADDR = re.compile(r"@0x[0-9a-f]+")
+_OPAQUE = re.compile(r"opaque(\d+)")
+
+
+def canonical_names(es: Iterable[Expr]) -> Dict[str, str]:
+    """Names for the symbols of ``es`` that do not depend on where the code lies: in every
+    loop-carried symbol (kind "carried") the loop head's address ``@0x6048`` becomes its rank
+    among the heads these symbols name (``@L0``, ``@L1``, ...), and each opaque value
+    (``opaque17``) its rank among the opaque numbers (``opaque#0``, ...).  A bijection on the
+    symbols of ``es`` (only the address and number parts change, each by an injective map),
+    so a query and its renaming are the same query up to the names of its free variables:
+    sibling kernels whose code moved by a few instructions get the same key, and a model of
+    one translates to the other (:func:`rename_model`).  Other symbols keep their names."""
+    syms = [v for e in es for v in symbols(e).values() if v.kind in ("carried", "opaque")]
+    heads = sorted({int(m[3:], 16) for v in syms for m in _CODE_ADDR.findall(v.name)})
+    nums = sorted({int(m) for v in syms if v.kind == "opaque" for m in _OPAQUE.findall(v.name)})
+    hrank = {h: i for i, h in enumerate(heads)}
+    nrank = {n: i for i, n in enumerate(nums)}
+    out = {}
+    for v in syms:
+        name = _CODE_ADDR.sub(lambda m: f"@L{hrank[int(m.group(0)[3:], 16)]}", v.name)
+        if v.kind == "opaque":
+            name = _OPAQUE.sub(lambda m: f"opaque#{nrank[int(m.group(1))]}", name)
+        if name != v.name:
+            out[v.name] = name
+    return out
+
+
+def rename_model(model: Optional[dict], names: Dict[str, str]) -> Optional[dict]:
+    """``model`` (symbol name -> value; a sequence-start array as ``name[]``) with its keys
+    mapped by ``names``; keys ``names`` does not mention are kept."""
+    if model is None:
+        return None
+    out = {}
+    for k, v in model.items():
+        base, arr = (k[:-2], "[]") if k.endswith("[]") else (k, "")
+        out[names.get(base, base) + arr] = v
+    return out
 
 
 def shash(e: Expr, memo: Optional[dict] = None) -> int:

@@ -431,15 +431,18 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
         conds, claim, what, pc = ob[:4]
         conds = conds + list(ctx.prob.domain)
         conds += array_facts(conds + [claim], ctx.prob)
-        key = query_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds)
+        # keyed and stored in names that do not depend on where the loop lies (sibling kernels)
+        names = X.canonical_names([claim] + conds)
+        key = query_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds, names)
         hit = ctx.cached(key)
         if hit is None:
             if ctx.out_of_budget():
                 return (Verdict.UNKNOWN, f"check budget of {ctx.opts.check_ru / RU:g} Mru spent before the loop "
                                          f"{head:#x}-{end:#x} was proved", None)
             v_, model_, why_, q = solve(conds, claim, ranges, ctx.opts.query_ru, ctx.opts.arith, ctx.cones)
-            hit = ctx.keep(key, (v_, model_, why_, q.used), q.wallclock)
+            hit = ctx.keep(key, (v_, X.rename_model(model_, names), why_, q.used), q.wallclock)
         v, model, why, used = hit
+        model = X.rename_model(model, {c: n for n, c in names.items()})
         ctx.spent += used
         ob = ob[4] if v != "proved" and len(ob) > 4 else None
     if v == "proved":

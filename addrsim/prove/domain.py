@@ -20,6 +20,7 @@ depend on machine load.
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -83,10 +84,36 @@ def domain_json(prob: Problem) -> dict:
 
 # ----------------------------------------------------------------------------- cores
 
-def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = CORE_RLIMIT) -> Optional[List[str]]:
+def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = CORE_RLIMIT,
+         cache: Optional[dict] = None) -> Optional[List[str]]:
     """A minimal subset of the ``named`` constraints (1-bit IR, bit-vector semantics) that is
     unsatisfiable together with ``base``; [] when ``base`` alone is; None when the whole set
-    is satisfiable or the solver gives up within ``rlimit`` resource units."""
+    is satisfiable or the solver gives up within ``rlimit`` resource units.  ``cache`` (the
+    query cache) keeps the answer under :func:`core_key`: every call is budgeted in resource
+    units, so the answer is a function of the key, and sibling kernels reuse it."""
+    key = core_key(base, named, rlimit) if cache is not None else None
+    if key is not None and key in cache:
+        return cache[key][1]
+    got = _core(base, named, rlimit)
+    if key is not None:
+        cache[key] = ("core", got)
+    return got
+
+
+def core_key(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int) -> str:
+    """Stable key of a core query: ``rlimit``, the ``base`` constraints in any order, and the
+    ``named`` ones in order with their texts (BLAKE2b over :func:`addrsim.ir.expr.digest`)."""
+    memo: dict = {}
+    h = hashlib.blake2b(f"core {rlimit}".encode(), digest_size=20)
+    for d in sorted({X.digest(c, memo) for c in base}):
+        h.update(d)
+    for text, c in named:
+        h.update(b"\0" + text.encode() + b"\0")
+        h.update(X.digest(c, memo))
+    return h.hexdigest()
+
+
+def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int) -> Optional[List[str]]:
     memo, vs = {}, {}
     if any(isinstance(c, Const) and c.value == 0 for c in base):
         return []
@@ -109,7 +136,7 @@ def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = 
     return [label[str(p)] for p in lits if str(p) in keep]
 
 
-def exclusion(prob: Problem, path: Sequence[Expr], pc: int) -> List[str]:
+def exclusion(prob: Problem, path: Sequence[Expr], pc: int, cache: Optional[dict] = None) -> List[str]:
     """The assumptions (and the path to the access at ``pc``) that together exclude every
     shape of ``prob``'s domain: a minimal unsat core."""
     named = [(describe(a), a.expr) for a in prob.assumptions if prob.in_domain(a)]
@@ -119,7 +146,7 @@ def exclusion(prob: Problem, path: Sequence[Expr], pc: int) -> List[str]:
         for c in conds[1:]:
             e = X.band(e, c)
         named.append((f"the path to the access at {pc:#x}", e))
-    got = core([], named)
+    got = core([], named, cache=cache)
     return got if got is not None else ["(no core found within the solver budget)"]
 
 
@@ -153,7 +180,7 @@ def find_witness(res, decide: Callable, replay: Callable):
     return reasons[0] if reasons else "empty"
 
 
-def settle(res, decide: Callable, replay: Callable):
+def settle(res, decide: Callable, replay: Callable, cache: Optional[dict] = None):
     """Make the proved check ``res`` final: attach a witness, or turn it into "unreachable"
     (no shape of the domain reaches the access, ``res.unreachable`` names why) or "unknown"
     (the witness did not replay).  Other verdicts are returned unchanged."""
@@ -170,7 +197,7 @@ def settle(res, decide: Callable, replay: Callable):
         t, conds = (res.cases[0][0], res.cases[0][1]) if res.cases else (None, [])
         dom = {id(e) for e in res.problem.domain}
         path = [c for c in conds if id(c) not in dom]     # the path to the access, arguments substituted
-        res.unreachable = exclusion(res.problem, path, t.access.instr.addr if t is not None else 0)
+        res.unreachable = exclusion(res.problem, path, t.access.instr.addr if t is not None else 0, cache)
         res.verdict = Verdict.UNREACHABLE
         res.reason = "no shape of the domain reaches the access: " + "; ".join(res.unreachable)
         return res
@@ -180,7 +207,8 @@ def settle(res, decide: Callable, replay: Callable):
 
 # ----------------------------------------------------------------------------- routing
 
-def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None) -> Routing:
+def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None,
+          cache: Optional[dict] = None) -> Routing:
     """Routing of the kernel check ``res`` through each entry point of its host.
     ``run(entry)`` decides the same check with that entry point's routing in the domain
     (a settled Check).  A kernel counterexample that no entry point reaches is latent.
@@ -199,7 +227,7 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None)
     out: List[EntryRouting] = []
     for e in entries:
         if res.verdict == Verdict.PROVED and reaches is not None:
-            out.append(_proved_route(res, prob, e, reaches))
+            out.append(_proved_route(res, prob, e, reaches, cache))
             continue
         if res.verdict == Verdict.COUNTEREXAMPLE and _admits(prob, e, res.counterexample):
             # the kernel's failing shape is launched through ``e``: no rerun (and when it is
@@ -215,7 +243,7 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None)
         elif r.verdict in (Verdict.PROVED, Verdict.UNREACHABLE):
             reach = False
             if res.verdict == Verdict.COUNTEREXAMPLE:
-                masked = _masking(res, prob, e) if r.verdict == Verdict.PROVED else list(r.unreachable)
+                masked = _masking(res, prob, e, cache) if r.verdict == Verdict.PROVED else list(r.unreachable)
         out.append(EntryRouting(e, r.verdict, reach if res.verdict == Verdict.COUNTEREXAMPLE else
                                 (None if r.verdict not in (Verdict.PROVED, Verdict.UNREACHABLE) else False),
                                 masked, r.counterexample.shape if r.counterexample is not None else None,
@@ -237,7 +265,7 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None)
     return Routing(host, v, reach, masked, out)
 
 
-def _proved_route(res, prob: Problem, entry: str, reaches: Callable) -> EntryRouting:
+def _proved_route(res, prob: Problem, entry: str, reaches: Callable, cache: Optional[dict] = None) -> EntryRouting:
     """A proved kernel check through one entry point: proved when some routed shape reaches
     an access, unreachable (with the routing conditions that exclude them) when none does."""
     routing = [a.expr for a in prob.routing(entry)]
@@ -253,7 +281,7 @@ def _proved_route(res, prob: Problem, entry: str, reaches: Callable) -> EntryRou
     t = res.cases[0][0] if res.cases else None
     named = [(f"{a.text} [{a.source}]", a.expr) for a in prob.routing(entry)]
     base = list(res.cases[0][1]) if res.cases else []
-    got = core(base, named)
+    got = core(base, named, cache=cache)
     return EntryRouting(entry, Verdict.UNREACHABLE, False, got or [], None,
                         f"no shape routed through {entry} reaches the access at "
                         f"{t.access.instr.addr:#x}" if t is not None else "no access")
@@ -283,7 +311,7 @@ def _admits(prob: Problem, entry: str, cex) -> bool:
         return False
 
 
-def _masking(res, prob: Problem, entry: str) -> List[str]:
+def _masking(res, prob: Problem, entry: str, cache: Optional[dict] = None) -> List[str]:
     """The routing conditions of ``entry`` that exclude the kernel's failing case: a minimal
     core of them against (kernel domain, the failing path, the negated claim)."""
     named = [(f"{a.text} [{a.source}]", a.expr) for a in prob.routing(entry)]
@@ -298,7 +326,7 @@ def _masking(res, prob: Problem, entry: str) -> List[str]:
                 if id(c) not in dom:
                     part = X.band(part, c)
             alts = part if alts is None else X.bor(alts, part)
-        got = core(list(prob.domain) + [alts], named)
+        got = core(list(prob.domain) + [alts], named, cache=cache)
         if got:
             return got
     # the solver could not decide the core: name the conditions the counterexample violates

@@ -37,15 +37,16 @@ from addrsim.prove.cover import wrap_cover
 from addrsim.prove.machines import LANE, PTR_LIMIT
 
 
-def query_key(tag: tuple, claim: Expr, conds: List[Expr]) -> str:
+def query_key(tag: tuple, claim: Expr, conds: List[Expr], rename: Optional[Dict[str, str]] = None) -> str:
     """Structural key of a query (``tag``, the claim, the conditions in any order, duplicates
     once): a stable hex digest (BLAKE2b over :func:`addrsim.ir.expr.digest` of each part), the
     same in every process and run, so the cache of decided queries is shared by sibling
-    kernels, workers and runs (:mod:`addrsim.prove.store`)."""
+    kernels, workers and runs (:mod:`addrsim.prove.store`).  ``rename``: symbol names the
+    digest uses instead (:func:`addrsim.ir.expr.canonical_names`)."""
     memo: dict = {}
     h = hashlib.blake2b(repr(tag).encode(), digest_size=20)
-    h.update(X.digest(claim, memo))
-    for d in sorted({X.digest(c, memo) for c in conds}):
+    h.update(X.digest(claim, memo, rename))
+    for d in sorted({X.digest(c, memo, rename) for c in conds}):
         h.update(d)
     return h.hexdigest()
 

@@ -93,13 +93,15 @@ def _undecided(value) -> bool:
 def _well_formed(value) -> bool:
     """The shapes the prover stores: a decision tuple (answer, model, reason, minimal, SMT-LIB2,
     resource units) or a loop decision (answer, model, reason, resource units), an int-mode answer, a witness model (a dict)
-    or its absence, a replay (Counterexample, Witness, ReplayFailure)."""
+    or its absence, a replay (Counterexample, Witness, ReplayFailure), an unsat core ("core", texts or None)."""
     if value is None or isinstance(value, (Counterexample, Witness, ReplayFailure)):
         return True
     if isinstance(value, str):
         return value in ("proved", "refuted", "unknown") or value.startswith(("no witness found", "undecided"))
     if isinstance(value, dict):
         return all(isinstance(k, str) and (isinstance(v, int) or isinstance(v, dict)) for k, v in value.items())
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "core":     # a minimal unsat core (its texts)
+        return value[1] is None or (isinstance(value[1], list) and all(isinstance(t, str) for t in value[1]))
     return (isinstance(value, tuple) and len(value) in (4, 6) and value[0] in ("proved", "refuted", "unknown")
             and (value[1] is None or isinstance(value[1], dict)) and isinstance(value[-1], int))
 
