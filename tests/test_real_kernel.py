@@ -124,3 +124,26 @@ def test_q_sbhd_every_loop_iteration_is_proved_and_dv_sbhd_wraps(real_kernel):
     assert v[("q", "sbhd")]["verdict"] == "proved" and v[("q", "sbhd")]["all_iterations"]
     assert v[("q", "sbhd")]["witness"] is not None
     assert v[("dv", "sbhd")]["verdict"] == "counterexample" and v[("dv", "sbhd")]["cause"] == "overflow"
+
+
+@pytest.mark.slow
+def test_do_reuses_the_answers_of_q(real_kernel, monkeypatch):
+    """Q and dO are addressed by the same arithmetic on the same path from different pointer
+    arguments: their queries are the same up to the pointer's name
+    (addrsim.ir.expr.canonical_names), so dO's are read from the cache Q's check filled, with
+    the same verdict and minimal shape."""
+    import addrsim.prove.check as C
+    from addrsim.prove.store import Store
+
+    decided = []
+    real = C.decide_query
+    monkeypatch.setattr(C, "decide_query", lambda *a, **k: decided.append(1) or real(*a, **k))
+    cache = Store()
+    opts = dict(layouts=["bhsd"], properties=["address"], cache=cache, query_mru=3, check_mru=10, min_mru=6)
+    q = verify(real_kernel, buffers=["q"], **opts)["kernels"][0]["checks"][0]
+    assert q["verdict"] == "counterexample" and decided
+    decided.clear()
+    do = verify(real_kernel, buffers=["do"], **opts)["kernels"][0]["checks"][0]
+    assert decided == []
+    assert do["verdict"] == "counterexample"
+    assert do["counterexample"]["shape"] == q["counterexample"]["shape"]

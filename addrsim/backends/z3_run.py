@@ -102,10 +102,16 @@ class Isolated:
 
 
 def _rlimit_count(s: z3.Solver) -> int:
+    """Z3's "rlimit count" statistic of ``s`` (resource units spent so far).  Read from the
+    end of the statistics, where Z3 puts it after the solver's own counters (a large query
+    has hundreds of them; listing all of them cost seconds per kernel)."""
     st = s.statistics()
-    for k in st.keys():
-        if k == "rlimit count":
-            return int(st.get_key_value(k))
+    ref, stats = st.ctx.ref(), st.stats
+    for i in range(z3.Z3_stats_size(ref, stats) - 1, -1, -1):
+        if z3.Z3_stats_get_key(ref, stats, i) == "rlimit count":
+            if z3.Z3_stats_is_uint(ref, stats, i):
+                return int(z3.Z3_stats_get_uint_value(ref, stats, i))
+            return int(z3.Z3_stats_get_double_value(ref, stats, i))
     return 0
 
 

@@ -591,18 +591,23 @@ def canonical_names(es: Iterable[Expr]) -> Dict[str, str]:
     """Names for the symbols of ``es`` that do not depend on where the code lies: in every
     loop-carried symbol (kind "carried") the loop head's address ``@0x6048`` becomes its rank
     among the heads these symbols name (``@L0``, ``@L1``, ...), and each opaque value
-    (``opaque17``) its rank among the opaque numbers (``opaque#0``, ...).  A bijection on the
-    symbols of ``es`` (only the address and number parts change, each by an injective map),
-    so a query and its renaming are the same query up to the names of its free variables:
-    sibling kernels whose code moved by a few instructions get the same key, and a model of
-    one translates to the other (:func:`rename_model`).  Other symbols keep their names."""
-    syms = [v for e in es for v in symbols(e).values() if v.kind in ("carried", "opaque")]
+    (``opaque17``) its rank among the opaque numbers (``opaque#0``, ...), and each buffer
+    pointer argument (kind "ptr") its rank among the pointers' names (``ptr#0``, ...).  A
+    bijection on the symbols of ``es`` (each part changes by an injective map, and no other
+    name has ``#`` or ``@L``), so a query and its renaming are the same query up to the names
+    of its free variables: sibling kernels whose code moved by a few instructions, and
+    buffers addressed alike (dK and dV, Q and dO), get the same key, and a model of one
+    translates to the other (:func:`rename_model`).  Other symbols keep their names."""
+    syms = {v.name: v for e in es for v in symbols(e).values() if v.kind in ("carried", "opaque", "ptr")}.values()
     heads = sorted({int(m[3:], 16) for v in syms for m in _CODE_ADDR.findall(v.name)})
     nums = sorted({int(m) for v in syms if v.kind == "opaque" for m in _OPAQUE.findall(v.name)})
     hrank = {h: i for i, h in enumerate(heads)}
     nrank = {n: i for i, n in enumerate(nums)}
-    out = {}
+    ptrs = sorted(v.name for v in syms if v.kind == "ptr")
+    out = {p: f"ptr#{i}" for i, p in enumerate(ptrs)}
     for v in syms:
+        if v.kind == "ptr":
+            continue
         name = _CODE_ADDR.sub(lambda m: f"@L{hrank[int(m.group(0)[3:], 16)]}", v.name)
         if v.kind == "opaque":
             name = _OPAQUE.sub(lambda m: f"opaque#{nrank[int(m.group(1))]}", name)

@@ -24,6 +24,7 @@ counterexample, :func:`_counterexample`), :func:`_loop_check` (every later itera
 """
 from __future__ import annotations
 
+import hashlib
 import time
 from dataclasses import dataclass, field, replace as replace_dc
 from typing import List, Optional, Tuple
@@ -128,8 +129,8 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
         return ctx.done(Verdict.UNSUPPORTED, "address depends on memory the models do not describe: loads from "
                         + ", ".join(undeclared))
     zero_ids = {prob.grid["z"].name: Const(0, 32), prob.grid["y"].name: Const(0, 32)}
-    res.extracted, res.difference, res.offset_sym, res.shape_offset_sym = formulas(tg[0].address, zero_ids, prob,
-                                                                                 buffer, symbolic=True)
+    res.extracted, res.difference, res.offset_sym, res.shape_offset_sym = _formulas_cached(ctx, tg[0].address,
+                                                                                         zero_ids)
     decided = _targets_decided(ctx, tg, env, expected, zero_ids)
     if decided is not None:
         return ctx.done(*decided)
@@ -225,27 +226,31 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
         res.cases.append((t, conds, claim, a, a00))
-        key = query_key((opts.arith, ctx.prop, opts.budgets()), claim, conds)
+        # keyed and stored in names that do not depend on the buffer's pointer or where the
+        # code lies (dK and dV, sibling kernels: addrsim.ir.expr.canonical_names)
+        names = X.canonical_names([claim] + conds)
+        key = query_key((opts.arith, ctx.prop, opts.budgets()), claim, conds, names)
         if key in seen_keys:
             continue
         seen_keys.add(key)
+        smt = lambda: Query(conds, claim, ranges, opts.query_ru, opts.arith).smt2()  # noqa: E731  # in this query's names
         hit = ctx.cached(key)
         if hit is None:
             if ctx.out_of_budget():
                 why = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
                        f"({len(seen_keys) - 1} of {len(tg)} queries done)")
-                return Verdict.UNKNOWN, why + _dump(ctx, lambda: Query(conds, claim, ranges, opts.query_ru,
-                                                                         opts.arith).smt2())
+                return Verdict.UNKNOWN, why + _dump(ctx, smt)
             v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru,
                                                     opts.arith)
-            hit = ctx.keep(key, (v, m_, w_, mini, q.smt2() if q is not None else None, used),
+            hit = ctx.keep(key, (v, X.rename_model(m_, names), w_, mini, None, used),
                            q is not None and q.wallclock)
-        verdict, model, why, minimal, smt_text, used = hit
+        verdict, model, why, minimal, _, used = hit
+        model = X.rename_model(model, {c: n for n, c in names.items()})
         ctx.spent += used
         if verdict == "proved":
             continue
         if verdict == "unknown":
-            return Verdict.UNKNOWN, why + _dump(ctx, lambda: smt_text)
+            return Verdict.UNKNOWN, why + _dump(ctx, smt)
         return _counterexample(ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges)
     return None
 
@@ -521,6 +526,27 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
     uniq = {(p.dividend, p.divisor): p for p in proofs}
     cache[key] = (out, list(uniq.values()), left)
     return cache[key]
+
+
+def _formulas_cached(ctx: _Ctx, address: Expr, zero_ids):
+    """:func:`formulas` (symbolic) of ``address``, kept in the check's cache under a structural
+    key of everything it reads (the address, the workgroup ids set to 0, the kernel
+    arguments' contract and the expected offset), so sibling kernels and the other
+    properties do not expand the same sympy expressions again.  Display only; the sympy
+    values stay in memory (the on-disk store keeps only JSON values)."""
+    prob = ctx.prob
+    memo: dict = {}
+    h = hashlib.blake2b(f"formulas {ctx.buffer}".encode(), digest_size=20)
+    h.update(X.digest(address, memo) + X.digest(prob.expected[ctx.buffer], memo))
+    for name, v in sorted(zero_ids.items()):
+        h.update(name.encode() + b"=" + X.digest(v, memo))
+    for name, v in sorted(prob.kernargs.items()):
+        h.update(name.encode() + b"=" + X.digest(v, memo))
+    key = ("formulas", h.hexdigest())
+    hit = ctx.cached(key)
+    if hit is None:
+        hit = ctx.keep(key, formulas(address, zero_ids, prob, ctx.buffer, symbolic=True))
+    return hit
 
 
 def formulas(address: Expr, zero_ids, prob: Problem, buffer: str, symbolic: bool = False):
