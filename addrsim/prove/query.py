@@ -70,10 +70,28 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
         model, minimal = minimize(q, model, prob, min_ru)
         return "refuted", model, None, minimal, None, q.used
     verdict, model, why = q.solve()
+    cover: dict = {}
+    if verdict == "unknown" and arith == "bv" and not q.wallclock:
+        verdict, model, why = _decided_by_cover(q, cover, why)
     if verdict != "refuted":
         return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
-    model, minimal = minimize(q, model, prob, min_ru)
+    model, minimal = minimize(q, model, prob, min_ru, cover)
     return "refuted", model, None, minimal, None, q.used
+
+
+def _decided_by_cover(q: "Query", memo: dict, why: str):
+    """The bit-vector query ``q`` that the solvers left undecided (``why``), decided over its
+    whole domain by its wrap cover (:mod:`addrsim.prove.cover`): "proved" when no wrap site
+    can leave its width anywhere in the domain (and the claim holds wherever none does),
+    "refuted" with a site model that breaks the claim, else still "unknown" (``why``, and
+    what the cover could not tell).  Its resource units count in ``q.used``."""
+    got = _covered(q, {}, memo)
+    if got is None:
+        cov = memo.get("cover")
+        return "unknown", None, why + ("; the wrap cover did not decide it either" if cov is not None else "")
+    if got[0] == "unsat":
+        return "proved", None, None
+    return "refuted", got[1], None
 
 
 def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
@@ -768,7 +786,7 @@ def _covered(q: Query, box, memo: dict):
     return None if got == "unknown" else (got, m)
 
 
-def minimize(q: Query, model, prob: Problem, budget_ru: int):
+def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dict] = None):
     """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
     lane) counterexample: each variable in turn, the earlier ones fixed, lowered by
     evaluation and then shown minimal by the solver (:func:`_least`), each attempt within
@@ -777,7 +795,8 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     (group-mode totals in batch mode) are skipped.  Returns (model, minimal): ``minimal`` is
     False when the budget ran out or an attempt was undecided, and the model is then the
     smallest found so far (still a counterexample: every model returned by the solver is
-    checked by evaluation).  The same query and budget give the same model in every run."""
+    checked by evaluation).  The same query and budget give the same model in every run.
+    ``cover``: the memo of the query's wrap cover when the caller built it already."""
     grid = prob.grid
     claim_syms = set(X.symbols(q.claim))
     order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
@@ -790,7 +809,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int):
     names["arrays"] = arrays
     spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
-    cover: dict = {}
+    cover = {} if cover is None else cover
     for var in order:
         if var not in model:
             continue
