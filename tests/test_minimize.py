@@ -216,3 +216,29 @@ def test_no_cover_for_a_wrong_formula():
     wrong = X.eq(claim.args[0], X.add(claim.args[1], X.mul(X.zext(HID, 64), Const(2, 64))))
     q = Query(conds, wrong, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
     assert wrap_cover(q)[0] is None
+
+
+def test_an_undecided_query_is_refuted_by_its_wrap_cover():
+    """A bit-vector query the solvers left undecided is tried on its wrap cover over the whole
+    domain (addrsim.prove.query._decided_by_cover): every failing shape makes a 32-bit product
+    wrap, and a site model that breaks the claim refutes it; the model is a counterexample
+    when evaluated."""
+    from addrsim.prove.query import _decided_by_cover
+    claim = _u32_wrap(256, B, H, S)
+    conds = [X.ule(B, Const(64, 64)), X.ule(H, Const(128, 64)), X.ule(S, Const(1 << 20, 64)),
+             X.ule(Const(1, 64), B), X.ule(Const(1, 64), H), X.ule(Const(1, 64), S)]
+    q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
+    verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up")
+    assert verdict == "refuted" and why is None and violates(conds, claim, model)
+    assert q.used > 0                  # the cover's units are charged to the query
+
+
+def test_a_formula_bug_is_not_decided_by_a_wrap_cover():
+    """A wrong formula (not an overflow) has no wrap cover: the undecided answer stays
+    "unknown", with the solvers' reason."""
+    from addrsim.prove.query import _decided_by_cover
+    claim = X.eq(X.mul(B, Const(2, 64)), X.mul(B, Const(3, 64)))
+    conds = [X.ule(B, Const(64, 64)), X.ule(Const(1, 64), B)]
+    q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
+    verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up")
+    assert verdict == "unknown" and model is None and why.startswith("the solvers gave up")

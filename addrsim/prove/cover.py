@@ -58,6 +58,7 @@ class WrapCover:
         self.q, self.sites, self.used = q, sites, 0
         self._kept: set = set()       # ids of sites tried for leaving out (once each)
         self._shrunk = 0              # units spent trying
+        self._bv_only: set = set()    # ids of sites Z3 over the integers left undecided once
         self.base = Isolated()
         self.base.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
 
@@ -98,6 +99,8 @@ class WrapCover:
 
     def _site(self, n, t, w, bounds, violates, per_call):
         q, base = self.q, self.base
+        if id(n) in self._bv_only:
+            return self._site_bv(n, bounds, violates, per_call)
         base.push()
         base.add(z3.Or(t < 0, t >= (1 << w)))
         before = base.used
@@ -112,6 +115,10 @@ class WrapCover:
             return "unsat", None
         if m is not None and violates(m):
             return "sat", m
+        # Z3 over the integers did not prove this site here (a thin band, or a model that
+        # breaks nothing): later boxes go to Bitwuzla directly (on the README kernel's dK
+        # SBHD such calls were 41 of 316 site calls and 11 s of its 30 s)
+        self._bv_only.add(id(n))
         return self._site_bv(n, bounds, violates, per_call)
 
     def _site_bv(self, n, bounds, violates, per_call):
