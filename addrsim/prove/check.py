@@ -545,7 +545,9 @@ def _formulas_cached(ctx: _Ctx, address: Expr, zero_ids):
     key = ("formulas", h.hexdigest())
     hit = ctx.cached(key)
     if hit is None:
-        hit = ctx.keep(key, formulas(address, zero_ids, prob, ctx.buffer, symbolic=True))
+        hit = formulas(address, zero_ids, prob, ctx.buffer, symbolic=True)
+        if hit[2] is not None:        # sympy values: the store keeps them in memory only
+            ctx.keep(key, hit)
     return hit
 
 
