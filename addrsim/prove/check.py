@@ -226,10 +226,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
         res.cases.append((t, conds, claim, a, a00))
-        # keyed and stored in names that do not depend on the buffer's pointer or where the
-        # code lies (dK and dV, sibling kernels: addrsim.ir.expr.canonical_names)
-        names = X.canonical_names([claim] + conds)
-        key = query_key((opts.arith, ctx.prop, opts.budgets()), claim, conds, names)
+        key, stored, asked = _canonical_key((opts.arith, ctx.prop, opts.budgets()), claim, conds)
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -242,10 +239,9 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
                 return Verdict.UNKNOWN, why + _dump(ctx, smt)
             v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru,
                                                     opts.arith)
-            hit = ctx.keep(key, (v, X.rename_model(m_, names), w_, mini, None, used),
-                           q is not None and q.wallclock)
+            hit = ctx.keep(key, (v, stored(m_), w_, mini, None, used), q is not None and q.wallclock)
         verdict, model, why, minimal, _, used = hit
-        model = X.rename_model(model, {c: n for n, c in names.items()})
+        model = asked(model)
         ctx.spent += used
         if verdict == "proved":
             continue
@@ -253,6 +249,17 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
             return Verdict.UNKNOWN, why + _dump(ctx, smt)
         return _counterexample(ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges)
     return None
+
+
+def _canonical_key(tag: tuple, claim: Expr, conds: List[Expr]):
+    """(key, stored, asked) of a query kept in the cache in names that do not depend on the
+    buffer's pointer or where the code lies (:func:`addrsim.ir.expr.canonical_names`: Q and
+    dO, sibling kernels): ``stored(model)`` renames a model of this query for the cache,
+    ``asked(model)`` renames a cached one back into this query's names."""
+    names = X.canonical_names([claim] + conds)
+    back = {c: n for n, c in names.items()}
+    return (query_key(tag, claim, conds, names), lambda m: X.rename_model(m, names),
+            lambda m: X.rename_model(m, back))
 
 
 def _replayed(ctx: _Ctx, t, key, model, a, a00, env, expected, conds, claim):
@@ -436,18 +443,16 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
         conds, claim, what, pc = ob[:4]
         conds = conds + list(ctx.prob.domain)
         conds += array_facts(conds + [claim], ctx.prob)
-        # keyed and stored in names that do not depend on where the loop lies (sibling kernels)
-        names = X.canonical_names([claim] + conds)
-        key = query_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds, names)
+        key, stored, asked = _canonical_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds)
         hit = ctx.cached(key)
         if hit is None:
             if ctx.out_of_budget():
                 return (Verdict.UNKNOWN, f"check budget of {ctx.opts.check_ru / RU:g} Mru spent before the loop "
                                          f"{head:#x}-{end:#x} was proved", None)
             v_, model_, why_, q = solve(conds, claim, ranges, ctx.opts.query_ru, ctx.opts.arith, ctx.cones)
-            hit = ctx.keep(key, (v_, X.rename_model(model_, names), why_, q.used), q.wallclock)
+            hit = ctx.keep(key, (v_, stored(model_), why_, q.used), q.wallclock)
         v, model, why, used = hit
-        model = X.rename_model(model, {c: n for n, c in names.items()})
+        model = asked(model)
         ctx.spent += used
         ob = ob[4] if v != "proved" and len(ob) > 4 else None
     if v == "proved":

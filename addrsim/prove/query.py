@@ -783,6 +783,7 @@ def _covered(q: Query, box, memo: dict):
         got, m = cov.attempt(box, lambda m: violates(q.conds, q.claim, m), BZLA_RU_PER_CALL)
     finally:
         q._spent += cov.used - before
+        q.wallclock = q.wallclock or cov.base.wallclock     # an answer cut by time is never cached
     return None if got == "unknown" else (got, m)
 
 
