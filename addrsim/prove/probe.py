@@ -15,7 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from addrsim.backends.vector import NoVec, vec
+from addrsim.backends.vector import IdCache, NoVec, Program, vec
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Expr
 
@@ -81,6 +81,14 @@ def _repair(conds, env, keep, grid, rnd):
     return None
 
 
+PROGRAMS = IdCache(Program)    # compiled conditions and claims (a memo: deterministic, bounded)
+_NAMES = IdCache(lambda es: frozenset(X.symbols(es[0])), size=4096)   # the symbols one expression reads
+
+
+def _names(e: Expr) -> frozenset:
+    return _NAMES((e,))
+
+
 class _Batch:
     """Candidate points as arrays (symbol name -> uint64 array, one entry per point),
     evaluated by the numpy backend (:mod:`addrsim.backends.vector`) over all points at once.
@@ -120,19 +128,19 @@ class _Batch:
             env[name + "[]"] = read
         return env
 
-    def _eval(self, env, claim: bool) -> np.ndarray:
+    def _eval(self, env, claim: bool, reading: Optional[str] = None) -> np.ndarray:
         env = self._with_arrays(self.env if env is None else env)
-        memo: dict = {}
+        conds = self.conds if reading is None else [c for c in self.conds if reading in _names(c)]
+        vals = PROGRAMS(list(conds) + ([self.claim] if claim else [])).run(env)
         ok = np.ones(self.n, dtype=bool)
-        for c in self.conds:
-            ok &= np.broadcast_to(np.asarray(vec(c, env, memo, [0])) == 1, (self.n,))
-        if claim:
-            ok &= np.broadcast_to(np.asarray(vec(self.claim, env, memo, [0])) == 0, (self.n,))
+        for i, x in enumerate(vals):
+            ok &= np.asarray(x) == (0 if claim and i == len(vals) - 1 else 1)
         return ok
 
-    def fits(self, env=None) -> np.ndarray:
-        """Boolean array: every condition holds at the point."""
-        return self._eval(env, False)
+    def fits(self, env=None, reading: Optional[str] = None) -> np.ndarray:
+        """Boolean array: every condition holds at the point (``reading``: only the
+        conditions that read that symbol, for points where the others are known to hold)."""
+        return self._eval(env, False, reading)
 
     def fails(self, env=None) -> np.ndarray:
         """Boolean array: every condition holds and the claim fails."""
@@ -206,7 +214,7 @@ def _last_tiles(b: _Batch, sel: np.ndarray, tile: str, hi: int) -> None:
             break
         mid = np.where(live, a + (top - a + U(1)) // U(2), a)
         trial = dict(b.env, **{tile: mid})
-        ok = b.fits(trial)
+        ok = b.fits(trial, reading=tile)        # the points fit: only what reads the tile can change
         a = np.where(live & ok, mid, a)
         top = np.where(live & ~ok, mid - U(1), top)
     b.env[tile] = a
