@@ -59,6 +59,7 @@ class WrapCover:
         self._kept: set = set()       # ids of sites tried for leaving out (once each)
         self._shrunk = 0              # units spent trying
         self._bv_only: set = set()    # ids of sites Z3 over the integers left undecided once
+        self._unsat: Dict[int, List[dict]] = {}   # site id -> boxes in which it cannot wrap
         self.base = Isolated()
         self.base.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
 
@@ -73,7 +74,11 @@ class WrapCover:
                 if v is not None:
                     base.add(v >= lo, v <= hi)
             for site in list(self.sites):
+                if any(_inside(bounds, b) for b in self._unsat.get(id(site[0]), ())):
+                    continue                  # unsat in a box that holds this one: no solver call
                 got, m = self._site(*site, bounds, violates, bzla_ru_per_call)
+                if got == "unsat":
+                    self._unsat.setdefault(id(site[0]), []).append(dict(bounds))
                 if got == "unknown" and self._leave_out(site):
                     continue
                 if got != "unsat":
@@ -149,6 +154,19 @@ class WrapCover:
             if violates(m):
                 return "sat", m
         return "unknown", None
+
+
+def _inside(inner: Dict[str, Tuple[int, int]], outer: Dict[str, Tuple[int, int]]) -> bool:
+    """Is the box ``inner`` inside ``outer`` (variable -> inclusive range; a variable a box
+    does not name takes its whole range)?  A site that cannot wrap in ``outer`` then cannot
+    wrap in ``inner`` either: the obligation of ``inner`` has every constraint of ``outer``'s."""
+    for k, (lo, hi) in outer.items():
+        if k not in inner:
+            return False
+        a, b = inner[k]
+        if a < lo or b > hi:
+            return False
+    return True
 
 
 def site_bv(n: Expr, memo) -> Optional[z3.BoolRef]:

@@ -562,7 +562,7 @@ MIN_ATTEMPT_INT_RU = RU // 2  # its integer stage (attempts fix variables: often
 CONFIRM_TRIES = 3     # candidate-then-proof rounds per variable before plain bisection
 
 
-def _least(q: Query, model, var: str, lo: int, names, attempt):
+def _least(q: Query, model, var: str, lo: int, names, attempt, from_below: bool = False):
     """(the counterexample with the least ``var``, the variables before it fixed; whether
     that is proved).  A candidate from evaluation (:func:`_eval_floor`), then boxes
     [a, u] of ``var`` asked in turn, with nothing below ``a`` failing (proved):
@@ -571,10 +571,13 @@ def _least(q: Query, model, var: str, lo: int, names, attempt):
     spent.  First [lo, candidate - 1] (CONFIRM_TRIES rounds: one call shows most candidates
     minimal), then bisection; after an "unknown", boxes that gallop up from ``a`` (1, 2, 4,
     ... values wide: a narrow box near the low end is the easiest to decide, and the least
-    failing value is often the smallest)."""
+    failing value is often the smallest).  ``from_below``: galloping from ``lo`` at once (the
+    batch, whose least failing value is most often 1 to 3, while the whole box below a
+    candidate can cost a solver's whole budget)."""
     best = _eval_floor(q, model, var, lo, names)
     a = lo
-    for _ in range(CONFIRM_TRIES):
+    got = "unknown" if from_below else None
+    for _ in range(0 if from_below else CONFIRM_TRIES):
         if best[var] <= a:
             return best, True
         got, m = attempt(a, best[var] - 1)
@@ -811,6 +814,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
     spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
     cover = {} if cover is None else cover
+    found = [model]          # counterexamples seen (each checked by evaluation): a box holding one is sat
     for var in order:
         if var not in model:
             continue
@@ -821,18 +825,26 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
                 return "stop", None
             b = dict(fixed)
             b[var] = (a, ub)
+            for m in found:                    # a counterexample seen already (a sat box, a candidate)
+                if all(lo <= m.get(k, lo) <= hi for k, (lo, hi) in b.items()):
+                    return "sat", m
             m = _probe_within(q, b, order, pnames, arrays) if var in ORDER else None   # by evaluation first
             if m is not None:
+                found.append(m)
                 return "sat", m
             got = _covered(q, b, cover)        # then the wrap sites alone
             if got is not None:
+                if got[0] == "sat":
+                    found.append(got[1])
                 return got
             if cover.get("cover") is not None and a < ub:
                 return "unknown", None         # narrower boxes first: the whole query costs the most
             v, m, _ = q.solve_within(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
+            if v == "refuted":
+                found.append(m)
             return {"refuted": ("sat", m), "proved": ("unsat", None)}.get(v, ("unknown", None))
 
-        model, proved = _least(q, model, var, lo, names, attempt)
+        model, proved = _least(q, model, var, lo, names, attempt, var == "batch")
         minimal = minimal and proved
         fixed[var] = (model[var], model[var])
     if not minimal:
