@@ -228,9 +228,56 @@ def test_an_undecided_query_is_refuted_by_its_wrap_cover():
     conds = [X.ule(B, Const(64, 64)), X.ule(H, Const(128, 64)), X.ule(S, Const(1 << 20, 64)),
              X.ule(Const(1, 64), B), X.ule(Const(1, 64), H), X.ule(Const(1, 64), S)]
     q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
-    verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up")
+    verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up", 3 * 10 ** 6)
     assert verdict == "refuted" and why is None and violates(conds, claim, model)
     assert q.used > 0                  # the cover's units are charged to the query
+
+
+def test_the_batch_boxes_partition_the_batch_range():
+    """The cover is asked box by box over the batch, [1, 1], [2, 3], [4, 7], ...: the boxes
+    are contiguous, disjoint and end at the range's upper bound, so "no counterexample in
+    any box" is "none in the domain"."""
+    from addrsim.prove.query import _batch_boxes
+    for hi in (1, 2, 3, 64, 100, 1365):
+        conds = [X.ule(B, Const(hi, 64)), X.ule(Const(1, 64), B)]
+        q = Query(conds, _u32_wrap(256, B, H, S), dict(_ranges(1 << 20), batch=(1, hi)), 10 ** 7)
+        boxes = [b["batch"] for b in _batch_boxes(q)]
+        assert boxes[0] == (1, 1) and boxes[-1][1] == hi
+        assert all(b[0] == a[1] + 1 and b[0] <= b[1] for a, b in zip(boxes, boxes[1:]))
+        assert len(boxes) <= hi.bit_length() + 1
+
+
+def test_a_wrap_only_at_a_large_batch_is_found_in_its_box():
+    """The product wraps only from batch 5 up (256*b*h*s >= 2**32 needs b >= 5 when h*s <=
+    2**22): the boxes [1, 1] .. [2, 3] are shown free of wraps, and the box [4, 7] gives the
+    counterexample."""
+    from addrsim.prove.query import _decided_by_cover
+    claim = _u32_wrap(256, B, H, S)
+    conds = [X.ule(B, Const(64, 64)), X.ule(H, Const(4, 64)), X.ule(S, Const(1 << 20, 64)),
+             X.ule(Const(1, 64), B), X.ule(Const(1, 64), H), X.ule(Const(1, 64), S)]
+    q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
+    verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up", 3 * 10 ** 6)
+    assert verdict == "refuted" and violates(conds, claim, model) and 4 <= model["batch"] <= 7
+
+
+def test_a_cover_that_no_box_can_wrap_proves_the_query():
+    """No product can wrap where the conditions hold (h*s <= L at batch 1, h*s <= L/2 at batch
+    2: 256*b*h*s <= 2**31 for L = 2**23), a disjunction the facts do not read: every box of
+    the batch range is free of wraps and the claim holds wherever none wraps: proved.  The
+    control (L = 2**25) wraps at batch 1."""
+    from addrsim.prove.query import _decided_by_cover
+
+    def query(lim):
+        hs = X.mul(H, S)
+        conds = [X.bor(X.band(X.ule(B, Const(1, 64)), X.ule(hs, Const(lim, 64))),
+                       X.band(X.ule(B, Const(2, 64)), X.ule(hs, Const(lim // 2, 64)))),
+                 X.ule(Const(1, 64), B), X.ule(Const(1, 64), H), X.ule(Const(1, 64), S)]
+        return Query(conds, _u32_wrap(256, B, H, S), _ranges(1 << 20), 10 ** 7)
+    q = query(1 << 23)
+    assert not q.identity and _decided_by_cover(q, {}, "the solvers gave up", 3 * 10 ** 6)[0] == "proved"
+    q = query(1 << 25)
+    verdict, model, _ = _decided_by_cover(q, {}, "the solvers gave up", 3 * 10 ** 6)
+    assert verdict == "refuted" and model["batch"] == 1 and violates(q.conds, q.claim, model)
 
 
 def test_a_formula_bug_is_not_decided_by_a_wrap_cover():
@@ -240,5 +287,5 @@ def test_a_formula_bug_is_not_decided_by_a_wrap_cover():
     claim = X.eq(X.mul(B, Const(2, 64)), X.mul(B, Const(3, 64)))
     conds = [X.ule(B, Const(64, 64)), X.ule(Const(1, 64), B)]
     q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
-    verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up")
+    verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up", 3 * 10 ** 6)
     assert verdict == "unknown" and model is None and why.startswith("the solvers gave up")
