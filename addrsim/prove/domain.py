@@ -102,14 +102,17 @@ def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = 
 
 def core_key(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int) -> str:
     """Stable key of a core query: ``rlimit``, the ``base`` constraints in any order, and the
-    ``named`` ones in order with their texts (BLAKE2b over :func:`addrsim.ir.expr.digest`)."""
+    ``named`` ones in order with their texts (BLAKE2b over :func:`addrsim.ir.expr.digest`),
+    in canonical symbol names (:func:`addrsim.ir.expr.canonical_names`): the answer is a list
+    of the texts, so buffers addressed alike (LSE and D) and sibling kernels share it."""
     memo: dict = {}
+    rename = X.canonical_names(list(base) + [c for _, c in named])
     h = hashlib.blake2b(f"core {rlimit}".encode(), digest_size=20)
-    for d in sorted({X.digest(c, memo) for c in base}):
+    for d in sorted({X.digest(c, memo, rename) for c in base}):
         h.update(d)
     for text, c in named:
         h.update(b"\0" + text.encode() + b"\0")
-        h.update(X.digest(c, memo))
+        h.update(X.digest(c, memo, rename))
     return h.hexdigest()
 
 
