@@ -102,3 +102,28 @@ def test_bad_input_one_line(args, needle, real_kernel):
     p = scan(*[a.format(kernel=real_kernel) for a in args])
     assert p.returncode == 3
     assert needle in p.stderr and p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+
+
+def _less_times(x):
+    if isinstance(x, dict):
+        return {k: _less_times(v) for k, v in x.items() if k not in ("time_s", "explore_s", "cached")}
+    if isinstance(x, list):
+        return [_less_times(v) for v in x]
+    return x
+
+
+@pytest.mark.slow
+def test_a_rerun_reads_the_report_of_each_unchanged_kernel(corpus, tmp_path):
+    """With a query cache, a second scan of the same code object with the same models and
+    settings reads the kernel's whole report back (marked ``cached``; the same verdicts,
+    shapes and coordinates) without exploring it; other settings (another layout) do not."""
+    args = (corpus, "--buffer", "lse", "--layout", "bhsd", "--cache-dir", tmp_path / "cache")
+    first = scan(*args, "--json", tmp_path / "1.json")
+    second = scan(*args, "--json", tmp_path / "2.json")
+    one, two = (json.loads((tmp_path / f"{i}.json").read_text()) for i in (1, 2))
+    assert first.returncode == second.returncode
+    assert not any(k.get("cached") for k in one["kernels"]) and all(k.get("cached") for k in two["kernels"])
+    assert _less_times(one) == _less_times(two)
+    assert "1 read from the query cache" in second.stdout and "read from the query cache" not in first.stdout
+    scan(corpus, "--buffer", "lse", "--layout", "bshd", "--cache-dir", tmp_path / "cache", "--json", tmp_path / "3.json")
+    assert not any(k.get("cached") for k in json.loads((tmp_path / "3.json").read_text())["kernels"])

@@ -16,6 +16,8 @@ configurations the table routes to it.
 from __future__ import annotations
 
 import csv
+import hashlib
+import re
 import tempfile
 import zipfile
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -180,11 +182,47 @@ def _scan_one(path, buffers, layouts):
     w = _WORKER
     opts = dict(w["options"])
     like = opts.pop("likes", {}).get(path)
+    key = report_key(path, like, buffers, layouts, w["ms"], w["bounds"], w["budgets"], opts)
+    hit = w["cache"].get(key) if key is not None else None
+    if hit is not None and _files_kept(hit[1]):
+        # an earlier run's report of the same bytes, models and settings (its times are that run's)
+        return dict(hit[1], kernels=[dict(k, cached=True) for k in hit[1]["kernels"]])
     try:
-        return verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
-                      like=like, require_buffers=False, **w["budgets"], **opts)
+        rep = verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
+                     like=like, require_buffers=False, **w["budgets"], **opts)
     except InputError as e:
         return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
+    if key is not None:
+        w["cache"][key] = ("report", rep)
+    return rep
+
+
+def report_key(path, like, buffers, layouts, ms: ModelSet, bounds, budgets, opts) -> Optional[str]:
+    """The key of a kernel's whole report in the query cache: BLAKE2b over the bytes of the
+    code object (and of the one whose metadata a listing takes), of every model file read,
+    the llvm-objdump that decodes them (path and version) and every setting of the scan.  A
+    report is a function of these (budgets are resource units; addrsim's own code is in the
+    store's file name, :func:`addrsim.prove.store.store_path`), so a rerun over unchanged
+    kernels reads it back without exploring the kernel.  None when a file cannot be read."""
+    from addrsim.loader.disasm import find_objdump
+    h = hashlib.blake2b(b"report 1", digest_size=20)
+    try:
+        for f in [path, like] + sorted(ms.files):
+            h.update(b"\0" + (Path(f).read_bytes() if f else b"-"))
+        h.update(repr(find_objdump()).encode())
+    except (OSError, AddrsimError):
+        return None
+    h.update(json.dumps([sorted(buffers) if buffers else None, list(layouts), bounds, budgets, opts],
+                        sort_keys=True, default=repr).encode())
+    return "report:" + h.hexdigest()
+
+
+def _files_kept(rep: dict) -> bool:
+    """Every SMT-LIB2 file a stored report names (an undecided obligation) is still there."""
+    return all(Path(p).exists() for p in _SMT_PATH.findall(json.dumps(rep)))
+
+
+_SMT_PATH = re.compile(r"obligation written to ([^)\"]+\.smt2)")
 
 
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),
@@ -323,8 +361,10 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
         for p, why in corpus.skipped[:20]:
             out.append(f"  {p}: {why}")
     out.append("")
+    cached = sum(1 for r in reports for k in r.get("kernels", []) if k.get("cached"))
     out.append("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
-               f" over {sum(len(r['kernels']) for r in reports)} kernel(s)")
+               f" over {sum(len(r['kernels']) for r in reports)} kernel(s)" +
+               (f" ({cached} read from the query cache: same code object, models and settings)" if cached else ""))
     return "\n".join(out)
 
 

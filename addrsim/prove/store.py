@@ -87,19 +87,24 @@ def _undecided(value) -> bool:
         return WALLCLOCK_NOTE in value
     if isinstance(value, (tuple, list)):
         return any(_undecided(x) for x in value)
+    if isinstance(value, dict):
+        return any(_undecided(x) for x in value.values())
     return False
 
 
 def _well_formed(value) -> bool:
     """The shapes the prover stores: a decision tuple (answer, model, reason, minimal, SMT-LIB2,
     resource units) or a loop decision (answer, model, reason, resource units), an int-mode answer, a witness model (a dict)
-    or its absence, a replay (Counterexample, Witness, ReplayFailure), an unsat core ("core", texts or None)."""
+    or its absence, a replay (Counterexample, Witness, ReplayFailure), an unsat core ("core", texts or None),
+    a kernel's scan report ("report", dict: :func:`addrsim.commands.scan.report_key`)."""
     if value is None or isinstance(value, (Counterexample, Witness, ReplayFailure)):
         return True
     if isinstance(value, str):
         return value in ("proved", "refuted", "unknown") or value.startswith(("no witness found", "undecided"))
     if isinstance(value, dict):
         return all(isinstance(k, str) and (isinstance(v, int) or isinstance(v, dict)) for k, v in value.items())
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "report":   # a kernel's whole scan report
+        return isinstance(value[1], dict) and isinstance(value[1].get("kernels"), list)
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "core":     # a minimal unsat core (its texts)
         return value[1] is None or (isinstance(value[1], list) and all(isinstance(t, str) for t in value[1]))
     return (isinstance(value, tuple) and len(value) in (4, 6) and value[0] in ("proved", "refuted", "unknown")
