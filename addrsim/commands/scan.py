@@ -361,11 +361,15 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
         for p, why in corpus.skipped[:20]:
             out.append(f"  {p}: {why}")
     out.append("")
-    cached = sum(1 for r in reports for k in r.get("kernels", []) if k.get("cached"))
-    out.append("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
-               f" over {sum(len(r['kernels']) for r in reports)} kernel(s)" +
-               (f" ({cached} read from the query cache: same code object, models and settings)" if cached else ""))
+    out.append(_totals(counts, reports))
     return "\n".join(out)
+
+
+def _totals(counts: Dict[str, int], reports: List[dict]) -> str:
+    cached = sum(1 for r in reports for k in r.get("kernels", []) if k.get("cached"))
+    return ("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
+            f" over {sum(len(r['kernels']) for r in reports)} kernel(s)" +
+            (f" ({cached} read from the query cache: same code object, models and settings)" if cached else ""))
 
 
 # ----------------------------------------------------------------------------- the command

@@ -244,6 +244,7 @@ class Query:
         self.use_bv = False
         self.discharged = False
         self.wallclock = False                # a check stopped at the wall-clock safety limit
+        self.cap: Optional[int] = None        # units this query may spend in all (None: each stage its own)
         self.sels = [n for e in conds + [self.goal] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
         self._reading: Dict[str, List[Expr]] = {}
 
@@ -280,7 +281,16 @@ class Query:
         iso.add(*[self.enc.holds(c) for c in self.conds], self.enc.enc(self.goal) == 0, *self.enc.side)
         return iso
 
+    def _left(self) -> Optional[int]:
+        """Units left under ``cap`` (None: no cap)."""
+        return None if self.cap is None else self.cap - self.used
+
     def _check(self, iso: Isolated, rlimit: int):
+        left = self._left()
+        if left is not None:
+            if left <= 0:
+                return z3.unknown, "the attempt's resource units are spent"
+            rlimit = min(rlimit, left)
         r, why = iso.check(rlimit)
         if r == z3.unknown and iso.wallclock:
             self.wallclock = True
@@ -311,12 +321,14 @@ class Query:
         base = Isolated()
         base.add(*self.enc.side, *[self.enc.holds(c) for c in self.conds])
         nowrap = set()
+        left = self._left()
+        total = DISCHARGE_TOTAL_RU if left is None else max(0, min(DISCHARGE_TOTAL_RU, left))
         for node, t, w in self.enc.wrapped:
-            if base.used >= DISCHARGE_TOTAL_RU:
+            if base.used >= total:
                 break
             base.push()
             base.add(z3.Or(t < 0, t >= (1 << w)))
-            if self._check(base, min(DISCHARGE_RU, DISCHARGE_TOTAL_RU - base.used))[0] == z3.unsat:
+            if self._check(base, min(DISCHARGE_RU, total - base.used))[0] == z3.unsat:
                 nowrap.add(id(node))
             base.pop()
         self._spent += base.used
@@ -452,6 +464,7 @@ class Query:
                 return self.cones[key]          # decided for an earlier obligation of the same check
         sub = Query(keep, self.claim, self.ranges, self.rlimit, self.arith, certificates=False)
         sub._cone_tried = True
+        sub.cap = self._left()
         try:
             proved = sub.solve(bounds, ru, iru)[0] == "proved"
         finally:
@@ -482,6 +495,7 @@ class Query:
             return None
         self._plain_tried = True
         alt = Query(self.conds, self.claim, self.ranges, self.rlimit, self.arith, facts=False, fold=False)
+        alt.cap = self._left()
         try:
             r, mdl, _ = alt._int_stage(bounds, iru)
         finally:
@@ -507,6 +521,7 @@ class Query:
         # no certificates here: near a counterexample the claim is false, and the linear
         # program would spend the minimisation's units for nothing
         sub = Query(self.conds, self.claim, ranges, rlimit, self.arith, certificates=False)
+        sub.cap = ATTEMPT_CAP * rlimit       # every stage together, not each on its own
         try:
             return sub.solve({}, rlimit, int_rlimit)
         finally:
@@ -516,6 +531,11 @@ class Query:
     def _bitwuzla(self, s: Isolated, ru: int):
         """The second solver on the same bit-vector formula, within ``ru`` resource units'
         worth of termination calls (BZLA_RU_PER_CALL each): (z3-style result, model)."""
+        left = self._left()
+        if left is not None:
+            if left <= 0:
+                return z3.unknown, None
+            ru = min(ru, left)
         calls = max(1, ru // BZLA_RU_PER_CALL)
         ans, vals, spent, wall = bitwuzla_run.check(s.smt2(), calls)
         self._spent += spent * BZLA_RU_PER_CALL
@@ -587,6 +607,8 @@ DISCHARGE_RU = RU // 2       # one no-wrap obligation of the integer encoding
 DISCHARGE_TOTAL_RU = 2 * RU  # all of one query's no-wrap obligations
 MIN_ATTEMPT_RU = RU          # one minimisation attempt
 MIN_ATTEMPT_INT_RU = RU // 2  # its integer stage (attempts fix variables: often nearly linear)
+ATTEMPT_CAP = 2       # an attempt's stages together spend at most this many times its per-call units
+                      # (uncapped, one attempt of swa_a32's Q BSHD spent 11.8 Mru of a 6 Mru minimisation)
 
 
 CONFIRM_TRIES = 3     # candidate-then-proof rounds per variable before plain bisection
