@@ -198,14 +198,16 @@ def _scan_one(path, buffers, layouts):
 
 
 def report_key(path, like, buffers, layouts, ms: ModelSet, bounds, budgets, opts) -> Optional[str]:
-    """The key of a kernel's whole report in the query cache: BLAKE2b over the bytes of the
-    code object (and of the one whose metadata a listing takes), of every model file read,
+    """The key of a kernel's whole report in the query cache: BLAKE2b over the path (the
+    report names it) and the bytes of the code object (and of the one whose metadata a
+    listing takes), of every model file read,
     the llvm-objdump that decodes them (path and version) and every setting of the scan.  A
     report is a function of these (budgets are resource units; addrsim's own code is in the
     store's file name, :func:`addrsim.prove.store.store_path`), so a rerun over unchanged
     kernels reads it back without exploring the kernel.  None when a file cannot be read."""
     from addrsim.loader.disasm import find_objdump
     h = hashlib.blake2b(b"report 1", digest_size=20)
+    h.update(str(path).encode())          # the report names the file
     try:
         for f in [path, like] + sorted(ms.files):
             h.update(b"\0" + (Path(f).read_bytes() if f else b"-"))
