@@ -289,3 +289,19 @@ def test_a_formula_bug_is_not_decided_by_a_wrap_cover():
     q = Query(conds, claim, _ranges(1 << 20), 10 ** 7)
     verdict, model, why = _decided_by_cover(q, {}, "the solvers gave up", 3 * 10 ** 6)
     assert verdict == "unknown" and model is None and why.startswith("the solvers gave up")
+
+
+def test_an_attempt_spends_at_most_its_cap():
+    """A minimisation attempt (:meth:`Query.solve_within`) runs several stages (the integer
+    encoding, its range obligations, Z3 and Bitwuzla on bit-vectors, the integer encoding once
+    more); together they spend at most ATTEMPT_CAP times the attempt's units, so one hard box
+    cannot eat the whole minimisation budget (uncapped, this one spends 3x).  The box is hard
+    for every stage: is the prime 2**61 - 1 a product of two numbers of 2 to 2**31?"""
+    from addrsim.prove.query import ATTEMPT_CAP, BZLA_RU_PER_CALL
+    claim = X.bnot(X.eq(X.mul(B, H), Const((1 << 61) - 1, 64)))
+    conds = [X.ule(Const(2, 64), B), X.ule(Const(2, 64), H), X.ule(B, Const(1 << 31, 64)), X.ule(H, Const(1 << 31, 64))]
+    q = Query(conds, claim, {"batch": (2, 1 << 31), "nhead_q": (2, 1 << 31)}, 10 ** 7)
+    ru = 200_000
+    verdict, _, _ = q.solve_within({"batch": (2, 1 << 31)}, ru, ru // 2)
+    assert verdict in ("unknown", "proved")
+    assert q.used <= ATTEMPT_CAP * ru + BZLA_RU_PER_CALL

@@ -231,7 +231,7 @@ class Query:
         self.keep = kept_wraps(conds + [claim]) if arith == "int" else frozenset()
         self.enc = self._encoder()
         self._spent = 0                       # units of solvers already dropped
-        self.si = self._int_solver()
+        self._si: Optional[Isolated] = None   # the integer solver, built when first asked (:attr:`si`)
         # proved by polynomial arithmetic (issue 14, item 1): over atoms with the facts' no-wrap, or
         # (bit-vector mode) modulo 2**w once the double-word carry chains are folded into sums
         self.identity = (self.enc.implied(self.goal, certificates=False)
@@ -255,9 +255,18 @@ class Query:
         return self._reading[name]
 
     @property
+    def si(self) -> Isolated:
+        """The solver of the integer encoding, built on first use (most queries are decided
+        before it: by identity, the probe or a wrap cover; building it cost 12.5 s of the
+        README kernel's cold scan, 39 ms per query)."""
+        if self._si is None:
+            self._si = self._int_solver()
+        return self._si
+
+    @property
     def used(self) -> int:
         """Resource units spent by every check of this query."""
-        return self._spent + self.si.used + (self.sb.used if self.sb is not None else 0)
+        return self._spent + (self._si.used if self._si is not None else 0) + (self.sb.used if self.sb is not None else 0)
 
     def _encoder(self, nowrap=frozenset()) -> IntEncoder:
         """The integer encoding; in bv mode it learns the conditions' facts first (no-wrap
@@ -337,8 +346,9 @@ class Query:
         self.discharged = "changed"
         self.nowrap_proved = len(nowrap)
         self.enc = self._encoder(nowrap)
-        self._spent += self.si.used
-        self.si = self._int_solver()
+        if self._si is not None:
+            self._spent += self._si.used
+        self._si = None                       # rebuilt on the new encoding when next asked
 
     def smt2(self) -> str:
         """The obligation last given to the solver, as SMT-LIB2 text (declarations, the
