@@ -675,9 +675,12 @@ def _probe_within(q: Query, bounds, order, pnames, arrays=None):
     sampling, :func:`addrsim.prove.probe.probe`), or None."""
     ranges = dict(q.ranges, **bounds)
     m = probe(q.conds, q.claim, ranges, order, pnames, keep=q.keep if q.arith == "int" else None, arrays=arrays)
-    if m is None or any(not lo <= m.get(k, lo) <= hi for k, (lo, hi) in bounds.items()):
-        return None
-    return m
+    return m if m is not None and _in_box(m, bounds) else None
+
+
+def _in_box(m, box) -> bool:
+    """Does the model ``m`` lie inside ``box`` (variable -> inclusive range)?"""
+    return all(lo <= m.get(k, lo) <= hi for k, (lo, hi) in box.items())
 
 
 def _eval_floor(q: Query, model, var: str, lo: int, names):
@@ -888,7 +891,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
             b = dict(fixed)
             b[var] = (a, ub)
             for m in found:                    # a counterexample seen already (a sat box, a candidate)
-                if all(lo <= m.get(k, lo) <= hi for k, (lo, hi) in b.items()):
+                if _in_box(m, b):
                     return "sat", m
             m = _probe_within(q, b, order, pnames, arrays) if var in ORDER else None   # by evaluation first
             if m is not None:
