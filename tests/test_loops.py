@@ -130,3 +130,31 @@ def test_irreducible_cycle_is_flagged():
             ins(12, "s_cbranch_scc1", 4), ins(16, "s_endpgm")]
     g = cfg_of(code)
     assert len(g.loops) == 1 and g.loops[0].irreducible
+
+
+def test_a_reference_workgroup_that_skips_the_access_is_read_from_the_formula(monkeypatch):
+    """Group mode: at a counterexample's shape the reference workgroup (0, 0) may not reach
+    the access (sequence 0 has too few rows for the tile), while the counterexample's own
+    workgroup does.  The claim compares the access with the address *expression* at (0, 0),
+    so the replay keeps the concrete address of its own workgroup and evaluates the
+    reference on the expression, with the concrete run's pointer base; both unreached is
+    still a failure."""
+    from types import SimpleNamespace
+    import addrsim.prove.replay as R
+    from addrsim.ir import expr as X
+    from addrsim.ir.expr import Const, Sym
+    reached = {1: [SimpleNamespace(address=Const(0x5000_0000_0040, 64))] * 64}
+    monkeypatch.setattr(R, "_run", lambda sub, inp, ids, lane, pc, occurrence=1: reached.get(ids["batch_id"], []))
+    t = SimpleNamespace(access=SimpleNamespace(instr=SimpleNamespace(addr=0x7dc4)))
+    inp = R._Inputs({}, {"Lse": 0x5000_0000_0000}, {}, [])
+    got = R._both_workgroups(None, inp, {"batch_id": 1, "head_id": 0}, {"batch_id": 0, "head_id": 0}, 3, t, 1)
+    assert isinstance(got, R._RefNotReached) and got.address == 0x5000_0000_0040
+    assert "reference workgroup (0, 0)" in got.failure.reason
+    lane = Sym("lane", 32, "lane")
+    a00 = X.add(X.zext(Sym("Lse", 48, "ptr"), 64), X.zext(X.mul(lane, Const(4, 32)), 64))
+    pair, note = R._reference_on_formula(got, a00, {"lane": 3, "Lse": 0x77}, inp)
+    assert pair == [0x5000_0000_0040, 0x5000_0000_000c]       # the run's base, not the model's
+    assert "workgroup (0, 0) does not reach" in note
+    reached.clear()
+    none = R._both_workgroups(None, inp, {"batch_id": 1, "head_id": 0}, {"batch_id": 0, "head_id": 0}, 3, t, 1)
+    assert isinstance(none, R.ReplayFailure) and none.kind == "not-reached"

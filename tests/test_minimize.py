@@ -280,6 +280,51 @@ def test_a_cover_that_no_box_can_wrap_proves_the_query():
     assert verdict == "refuted" and model["batch"] == 1 and violates(q.conds, q.claim, model)
 
 
+def test_an_undecided_box_is_cut_along_nhead_q_then_seqlen_q():
+    """A box the cover cannot decide is replaced by its pieces along nhead_q ([1, 1], [2, 3],
+    ...), then seqlen_q: each level partitions its box, so "no wrap in any piece" still means
+    "none in the domain".  Stubbed cover: undecided on every box that does not bound
+    seqlen_q, a counterexample only at nhead_q in [16, 31], seqlen_q in [2**19, 2**20 - 1]."""
+    import addrsim.prove.query as QM
+    q = Query([X.ule(Const(1, 64), B)], _u32_wrap(256, B, H, S), _ranges(1 << 20), 10 ** 7)
+    boxes = QM._sub_boxes(q, {"batch": (1, 1)})
+    assert [b["nhead_q"] for b in boxes][:3] == [(1, 1), (2, 3), (4, 7)] and boxes[-1]["nhead_q"][1] == 128
+    assert all(b["batch"] == (1, 1) for b in boxes)
+    deeper = QM._sub_boxes(q, boxes[4])
+    assert [b["seqlen_q"] for b in deeper][-1] == (1 << 20, 1 << 20) and deeper[0]["nhead_q"] == (16, 31)
+    assert QM._sub_boxes(q, deeper[0]) == []
+
+    asked = []
+
+    def covered(q_, box, memo, bad=None):
+        memo["cover"] = object()
+        asked.append(box)
+        if "seqlen_q" not in box:
+            return None
+        hit = box["nhead_q"] == (16, 31) and box["seqlen_q"] == (1 << 19, (1 << 20) - 1) and bad
+        return ("sat", dict(box=box)) if hit else ("unsat", None)
+    orig = QM._covered
+    try:
+        QM._covered = lambda q_, box, memo, ru=0: covered(q_, box, memo, bad=True)
+        verdict, model, _ = QM._decided_by_cover(q, {}, "gave up", 10 ** 12)
+        assert verdict == "refuted" and model["box"]["batch"] == (1, 1)
+        assert asked[:2] == [{"batch": (1, 1)}, {"batch": (1, 1), "nhead_q": (1, 1)}]     # depth first
+        asked.clear()
+        QM._covered = lambda q_, box, memo, ru=0: covered(q_, box, memo, bad=False)
+        assert QM._decided_by_cover(q, {}, "gave up", 10 ** 12)[0] == "proved"
+        leaves = [b for b in asked if "seqlen_q" in b]
+        assert len(leaves) == len(_geometric_count(64)) * 8 * 21     # every piece of every level
+        QM._covered = lambda q_, box, memo, ru=0: (memo.__setitem__("cover", object()), None)[1]
+        assert QM._decided_by_cover(q, {}, "gave up", 10 ** 12)[0] == "unknown"   # a leaf left undecided
+    finally:
+        QM._covered = orig
+
+
+def _geometric_count(hi):
+    from addrsim.prove.query import _geometric
+    return _geometric(1, hi)
+
+
 def test_a_formula_bug_is_not_decided_by_a_wrap_cover():
     """A wrong formula (not an overflow) has no wrap cover: the undecided answer stays
     "unknown", with the solvers' reason."""

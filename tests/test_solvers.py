@@ -84,3 +84,24 @@ def test_a_cone_sub_query_is_decided_once_per_check():
     assert second.solve()[0] == "proved" and second.used == 0
     alone = Query(cone + other[:1], claim, {}, 10 ** 7)          # without the shared answers
     assert alone.solve()[0] == "proved" and alone.used > 0
+
+
+def test_bitwuzla_models_carry_the_array_contents_the_query_reads():
+    """Group mode: the row offset of batch b is seqstart_q[b] (an int32 array read through
+    a kernel argument), and 256 bytes a row wrap a u32 once seqstart_q[b] >= 2**24.
+    Bitwuzla reports only bit-vector constants, so the model must carry the array entries
+    the counterexample reads (offset 4*batch_id), else it cannot be checked or replayed."""
+    from addrsim.ir import expr as X
+    from addrsim.ir.expr import Const, Sym
+    from addrsim.prove.query import Query, violates
+    arr, bid = Sym("seqstart_q", 48, "array"), Sym("batch_id", 32, "id")
+    start = X.select(arr, X.mul(X.zext(bid, 64), Const(4, 64)))
+    claim = X.eq(X.zext(X.mul(start, Const(256, 32)), 64), X.mul(X.zext(start, 64), Const(256, 64)))
+    conds = [X.ult(bid, Const(8, 32))]
+    q = Query(conds, claim, {"batch_id": (0, 7)}, 10**6, "bv")
+    ans, m, spent, _ = q.bitwuzla_check(q._bv(), 10**5)
+    assert ans == "sat" and spent > 0
+    row = m["seqstart_q[]"][4 * m["batch_id"]]
+    assert row * 256 >= 1 << 32
+    assert violates(conds, claim, m)
+    assert "addrsim_rd0_off" not in q._bv().smt2()        # the read names live in a popped scope

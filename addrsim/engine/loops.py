@@ -41,8 +41,12 @@ from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.engine.machine import SymbolicLane
 
-MAX_PAIRS = 64          # path pairs (and access pairs) checked per loop (16 left hd192 Q/dO SBHD unknown
-                        # with 48 access pairs; at 64 they are proved in 8 s, 2026-12-03)
+MAX_PAIRS = 256
+"""Back-edge path pairs (and access pairs) a loop's induction may build obligations for; past
+it the loop is "unknown".  The check budget (resource units) bounds the solver work of what
+is built; this bounds only the building.  At 64, pssk/psskddv kernels with 16 x 128 and
+25 x 100 pairs were left unknown; at 256 gfx942 hd64 a32_rtna_pssk Q and dO SBHD are proved
+in about 30 s each (2026-12-03: 16 at 48, 64 at 16 x 48)."""
 CANONICAL = 1 << 47     # user-mode addresses lie below 2**47 (as in addrsim.prove.machines.PTR_LIMIT)
 REPLAY_ITERATIONS = 4   # iterations the concrete interpreter runs to confirm a failed step
 

@@ -63,9 +63,11 @@ class WrapCover:
         self.base = Isolated()
         self.base.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
 
-    def attempt(self, bounds: Dict[str, Tuple[int, int]], violates, bzla_ru_per_call: int):
+    def attempt(self, bounds: Dict[str, Tuple[int, int]], violates, bzla_ru_per_call: int,
+                bzla_ru: int = SITE_BZLA_RU):
         """("unsat", None): no counterexample inside ``bounds`` (variable -> inclusive range);
-        ("sat", model): a counterexample there (checked by ``violates``); ("unknown", None)."""
+        ("sat", model): a counterexample there (checked by ``violates``); ("unknown", None).
+        ``bzla_ru``: resource units of each site's Bitwuzla call."""
         q, base = self.q, self.base
         base.push()
         try:
@@ -76,7 +78,7 @@ class WrapCover:
             for site in list(self.sites):
                 if any(_inside(bounds, b) for b in self._unsat.get(id(site[0]), ())):
                     continue                  # unsat in a box that holds this one: no solver call
-                got, m = self._site(*site, bounds, violates, bzla_ru_per_call)
+                got, m = self._site(*site, bounds, violates, bzla_ru_per_call, bzla_ru)
                 if got == "unsat":
                     self._unsat.setdefault(id(site[0]), []).append(dict(bounds))
                 if got == "unknown" and self._leave_out(site):
@@ -102,10 +104,10 @@ class WrapCover:
             self.sites = rest
         return ok
 
-    def _site(self, n, t, w, bounds, violates, per_call):
+    def _site(self, n, t, w, bounds, violates, per_call, bzla_ru):
         q, base = self.q, self.base
         if id(n) in self._bv_only:
-            return self._site_bv(n, bounds, violates, per_call)
+            return self._site_bv(n, bounds, violates, per_call, bzla_ru)
         base.push()
         base.add(z3.Or(t < 0, t >= (1 << w)))
         before = base.used
@@ -124,9 +126,9 @@ class WrapCover:
         # breaks nothing): later boxes go to Bitwuzla directly (on the README kernel's dK
         # SBHD such calls were 41 of 316 site calls and 11 s of its 30 s)
         self._bv_only.add(id(n))
-        return self._site_bv(n, bounds, violates, per_call)
+        return self._site_bv(n, bounds, violates, per_call, bzla_ru)
 
-    def _site_bv(self, n, bounds, violates, per_call):
+    def _site_bv(self, n, bounds, violates, per_call, bzla_ru):
         """The site obligation over bit-vectors, in Bitwuzla: the query's own formula with
         the node's operands read at twice their width."""
         q = self.q
@@ -143,16 +145,14 @@ class WrapCover:
                 if v is not None:
                     s.add(z3.ULE(z3.BitVecVal(lo, v.size()), v), z3.ULE(v, z3.BitVecVal(hi, v.size())))
             s.add(f)
-            ans, vals, spent, _ = bitwuzla_run.check(s.smt2(), max(1, SITE_BZLA_RU // per_call))
+            ans, m, spent, _ = q.bitwuzla_check(s, max(1, bzla_ru // per_call))
         finally:
             s.pop()
         self.used += spent * per_call
         if ans == "unsat":
             return "unsat", None
-        if ans == "sat":
-            m = {k: vals.get(k, 0) for k in q.bvars}
-            if violates(m):
-                return "sat", m
+        if ans == "sat" and violates(m):
+            return "sat", m
         return "unknown", None
 
 

@@ -33,7 +33,7 @@ from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.backends import bitwuzla_run
 from addrsim.backends.z3_run import RU, WALLCLOCK_NOTE, Isolated
 
-from addrsim.prove.cover import wrap_cover
+from addrsim.prove.cover import SITE_BZLA_RU, wrap_cover
 from addrsim.prove.machines import LANE, PTR_LIMIT
 
 
@@ -80,43 +80,75 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
 
 
 COVER_BOXES_RU = 3 * RU     # the same once the solvers left the whole query undecided
+PIECE_BZLA_RU = RU // 10
+"""Units of one site's Bitwuzla call in a piece of a batch box (:func:`_sub_boxes`), a fifth
+of a batch box's (SITE_BZLA_RU): the site models found in pieces took 0.02 to 0.05 Mru, and
+a piece left undecided at 0.5 Mru cost as much as ten decided ones (gfx942 a16_rtna_pddv V
+SBHD, 2026-12-03)."""
+
+
+SPLIT_ORDER = ("batch", "nhead_q", "seqlen_q")
+"""The shape variables a box of the wrap cover is split along, in turn (the order in which a
+minimal counterexample fixes them)."""
+
+
+def _geometric(lo: int, hi: int) -> List[Tuple[int, int]]:
+    """[lo, hi] cut into [lo, lo], [lo+1, lo+2], [lo+3, lo+6], ...: each twice as wide as
+    the one before, the last one ending at ``hi``; a partition of [lo, hi]."""
+    out, a, w = [], lo, 1
+    while a <= hi:
+        out.append((a, min(hi, a + w - 1)))
+        a, w = a + w, 2 * w
+    return out
+
+
+def _sub_boxes(q: "Query", box: Dict[str, Tuple[int, int]]) -> List[Dict[str, Tuple[int, int]]]:
+    """``box`` cut along the first variable of SPLIT_ORDER that the query reads and ``box``
+    does not bound yet (:func:`_geometric` over its range): a partition of ``box``, so a claim
+    that holds in every piece holds in ``box``.  Empty when no variable is left to cut."""
+    for v in SPLIT_ORDER:
+        if v in box or v not in q.ranges or v not in q.enc.vars:
+            continue
+        return [dict(box, **{v: r}) for r in _geometric(*q.ranges[v])]
+    return []
 
 
 def _batch_boxes(q: "Query") -> List[Dict[str, Tuple[int, int]]]:
-    """The batch range of ``q`` cut into boxes [1, 1], [2, 3], [4, 7], ... (from its lower
-    bound, each twice as wide, the last one up to the upper bound): a partition of the
-    domain, so a claim that holds in every box holds everywhere.  One box, the whole
-    domain, when the query does not read the batch."""
+    """The batch range of ``q`` cut into boxes [1, 1], [2, 3], [4, 7], ... (a partition of
+    the domain); one box, the whole domain, when the query does not read the batch."""
     if "batch" not in q.ranges or "batch" not in q.enc.vars:
         return [{}]
-    lo, hi = q.ranges["batch"]
-    boxes, a, w = [], lo, 1
-    while a <= hi:
-        boxes.append({"batch": (a, min(hi, a + w - 1))})
-        a, w = a + w, 2 * w
-    return boxes
+    return [{"batch": r} for r in _geometric(*q.ranges["batch"])]
 
 
 def _decided_by_cover(q: "Query", memo: dict, why: str, budget_ru: int):
     """The bit-vector query ``q`` that the solvers left undecided (``why``), decided by its
-    wrap cover (:mod:`addrsim.prove.cover`) box by box over the batch (:func:`_batch_boxes`:
-    a box of one batch value is far easier than the whole domain; on the README kernel's K
-    SBHD, [1, 1] gives a counterexample in 0.03 Mru where the whole domain gave up):
-    "refuted" with the first site model that breaks the claim, "proved" when no wrap site
-    can leave its width in any box (and the claim holds wherever none does), else still
-    "unknown" (``why``, and what the cover could not tell).  Boxes start while less than
-    ``budget_ru`` resource units are spent (the first one always); they count in ``q.used``."""
-    start, undecided, cov = q.used, False, None
-    for i, box in enumerate(_batch_boxes(q)):
-        if i and q.used - start >= budget_ru:
+    wrap cover (:mod:`addrsim.prove.cover`) box by box: first over the batch
+    (:func:`_batch_boxes`: a box of one batch value is far easier than the whole domain; on
+    the README kernel's K SBHD, [1, 1] gives a counterexample in 0.03 Mru where the whole
+    domain gave up), and a box the cover cannot decide is cut along nhead_q, then seqlen_q
+    (:func:`_sub_boxes`), depth first, smallest values first.  On gfx942 a16_rtna_pddv K
+    SBHD the batch box [1, 1] is undecided, and its piece nhead_q in [16, 31] gives a
+    counterexample in 0.02 Mru.  "refuted" with the first site model that breaks the claim,
+    "proved" when no wrap site can leave its width in any piece (and the claim holds wherever
+    none does), else still "unknown" (``why``, and what the cover could not tell).  Pieces
+    start while less than ``budget_ru`` resource units are spent (the first one always);
+    they count in ``q.used``."""
+    start, undecided, first = q.used, False, True
+    stack = list(reversed(_batch_boxes(q)))
+    while stack:
+        box = stack.pop()
+        if not first and q.used - start >= budget_ru:
             undecided = True
             break
-        got = _covered(q, box, memo)
-        cov = memo.get("cover")
-        if cov is None:
+        first = False
+        got = _covered(q, box, memo, SITE_BZLA_RU if len(box) < 2 else PIECE_BZLA_RU)
+        if memo.get("cover") is None:
             return "unknown", None, why
         if got is None:
-            undecided = True
+            subs = _sub_boxes(q, box)
+            undecided = undecided or not subs
+            stack.extend(reversed(subs))
         elif got[0] == "sat":
             return "refuted", got[1], None
     if not undecided:
@@ -546,15 +578,46 @@ class Query:
             if left <= 0:
                 return z3.unknown, None
             ru = min(ru, left)
-        calls = max(1, ru // BZLA_RU_PER_CALL)
-        ans, vals, spent, wall = bitwuzla_run.check(s.smt2(), calls)
+        ans, mdl, spent, wall = self.bitwuzla_check(s, max(1, ru // BZLA_RU_PER_CALL))
         self._spent += spent * BZLA_RU_PER_CALL
         self.wallclock = self.wallclock or wall
-        if ans == "unsat":
-            return z3.unsat, None
-        if ans == "sat":
-            return z3.sat, {k: vals.get(k, 0) for k in self.bvars}
-        return z3.unknown, None
+        return {"unsat": z3.unsat, "sat": z3.sat}.get(ans, z3.unknown), mdl
+
+    def bitwuzla_check(self, s: Isolated, calls: int):
+        """Bitwuzla on the assertions of ``s`` (this query's bit-vector solver, with what the
+        caller pushed) within ``calls`` termination calls: (answer, model or None, calls
+        spent, cut by the wall clock).  The model holds every variable of the query and the
+        array contents its reads saw (name + "[]" -> {byte offset: value})."""
+        names = self._named_reads(s)
+        try:
+            ans, vals, spent, wall = bitwuzla_run.check(s.smt2(), calls)
+        finally:
+            if names:
+                s.pop()
+        if ans != "sat":
+            return ans, None, spent, wall
+        mdl = {k: vals.get(k, 0) for k in self.bvars}
+        for (off, val), n in names.items():
+            if off in vals and val in vals:
+                mdl.setdefault(n.args[0].name + "[]", {})[vals[off] & X.mask(64)] = vals[val] & X.mask(32)
+        return ans, mdl, spent, wall
+
+    def _named_reads(self, s: Isolated) -> Dict[Tuple[str, str], Expr]:
+        """Give each array read of the query a name Bitwuzla reports (it gives the values of
+        declared bit-vector constants only, not array contents): a pushed scope of
+        definitions ``rdN_off = offset``, ``rdN_val = sel(array, offset)``, which change no
+        answer.  {(offset name, value name): the sel node}; empty (no scope pushed) without
+        array reads."""
+        if not self.sels:
+            return {}
+        s.push()
+        out, vs = {}, dict(self.bvars)
+        for i, n in enumerate(self.sels):
+            off, val = f"addrsim_rd{i}_off", f"addrsim_rd{i}_val"
+            t_off, t_val = to_bv(n.args[1], self.bmemo, vs), to_bv(n, self.bmemo, vs)
+            s.add(z3.BitVec(off, t_off.size()) == t_off, z3.BitVec(val, t_val.size()) == t_val)
+            out[(off, val)] = n
+        return out
 
 
 def _gave_up(why: str, ru: int, wallclock: bool, portfolio: bool = False) -> str:
@@ -835,11 +898,12 @@ def _lowered(model, var: str, x: int, names):
     return t
 
 
-def _covered(q: Query, box, memo: dict):
+def _covered(q: Query, box, memo: dict, bzla_ru: int = SITE_BZLA_RU):
     """A minimisation attempt decided by the query's wrap cover (:mod:`addrsim.prove.cover`,
     built once per minimisation, in ``memo``): ("unsat", None) when no wrap site can leave its
     width inside ``box`` (so no counterexample lies there), ("sat", model) for a site model
-    that breaks the claim, None when the cover cannot tell.  Its units count in ``q.used``."""
+    that breaks the claim, None when the cover cannot tell.  Its units count in ``q.used``;
+    ``bzla_ru``: the units of each site's Bitwuzla call."""
     if "cover" not in memo:
         memo["cover"], used = wrap_cover(q)
         q._spent += used
@@ -848,7 +912,7 @@ def _covered(q: Query, box, memo: dict):
         return None
     before = cov.used
     try:
-        got, m = cov.attempt(box, lambda m: violates(q.conds, q.claim, m), BZLA_RU_PER_CALL)
+        got, m = cov.attempt(box, lambda m: violates(q.conds, q.claim, m), BZLA_RU_PER_CALL, bzla_ru)
     finally:
         q._spent += cov.used - before
         q.wallclock = q.wallclock or cov.base.wallclock     # an answer cut by time is never cached

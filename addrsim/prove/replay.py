@@ -20,7 +20,7 @@ from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.engine.explore import ReplayBudget, run_concrete
 from addrsim.engine.machine import Access, Unsupported
 from addrsim.ir import expr as X
-from addrsim.ir.expr import Const
+from addrsim.ir.expr import Const, Expr
 from addrsim.loader.disasm import Instr
 from addrsim.model.models import SHAPE_VARS, Problem, pointer_args
 from addrsim.prove.machines import LANE, PTR_LIMIT, concrete_machine
@@ -147,8 +147,11 @@ def replay(sub: Subject, prob: Problem, t: Target, model, a, a00, expected, buff
         return _unreplayed(prob, model, inp, t, a, a00, expected,
                            f"not replayed: {addrs} (a loop runs before the access); offsets evaluated "
                            f"on the extracted semantics")
-    if isinstance(addrs, ReplayFailure):
-        return addrs
+    note = ""
+    if isinstance(addrs, _RefNotReached) and not want_equal and a00 is not None:
+        addrs, note = _reference_on_formula(addrs, a00, model, inp)
+    if isinstance(addrs, (ReplayFailure, _RefNotReached)):
+        return addrs if isinstance(addrs, ReplayFailure) else addrs.failure
     got = (addrs[0] - addrs[1]) & X.mask(64)
     exp = got if expected is None else X.evaluate(expected, env)
     if want_equal:
@@ -161,12 +164,39 @@ def replay(sub: Subject, prob: Problem, t: Target, model, a, a00, expected, buff
         return _fail("mismatch", f"solver counterexample did not replay: concrete offset {got} equals expected "
                                  f"at {shape} (engine bug)")
     shown = {k: v for k, v in inp.argvals.items() if k not in inp.ptrs}
-    return counterexample(prob, model, shown, got, exp, t.access.instr.addr)
+    return counterexample(prob, model, shown, got, exp, t.access.instr.addr, note)
+
+
+@dataclass
+class _RefNotReached:
+    """The workgroup of the counterexample reached the access (at byte address ``address``),
+    the reference workgroup (0, 0) did not: ``failure`` says so."""
+    address: int
+    failure: ReplayFailure
+
+
+def _reference_on_formula(r: _RefNotReached, a00: Expr, model, inp: _Inputs):
+    """(the pair of addresses, a note) when the reference workgroup (0, 0) does not reach the
+    access at the counterexample's shape: in group mode its own sequence lengths
+    (seqstart[1] - seqstart[0]) may be too short for the tile or the lane.  The claim compares
+    the access with the *address expression* at (0, 0) (the slice base every workgroup's
+    offset is measured from), so that side is the extracted expression evaluated at the
+    model, with the pointer bases of the concrete run; the counterexample's own workgroup is
+    replayed.  Returns ``r`` when the expression cannot be evaluated."""
+    env = env_of([a00], model)
+    env.update({k: v for k, v in inp.ptrs.items() if k in X.symbols(a00)})
+    try:
+        ref = X.evaluate(a00, env)
+    except KeyError:
+        return r, ""
+    return [r.address, ref], ("this kernel (workgroup (batch_id, head_id) replayed; workgroup (0, 0) does not "
+                              "reach the access at this shape, so its address is the extracted expression's)")
 
 
 def _both_workgroups(sub, inp, ids, ids00, lane, t, occurrence):
     """The concrete addresses of ``lane``'s access in workgroup ``ids`` and in (0, 0): a pair,
-    a ReplayBudget (past the step budget) or a ReplayFailure."""
+    a ReplayBudget (past the step budget), a _RefNotReached (only the first reached it) or a
+    ReplayFailure."""
     addrs = []
     for idset in (ids, ids00):
         try:
@@ -176,8 +206,10 @@ def _both_workgroups(sub, inp, ids, ids00, lane, t, occurrence):
         except Unsupported as e:
             return _fail("unsupported", f"counterexample could not be replayed concretely: {e}")
         if not accs:
-            return _fail("not-reached", f"concrete replay did not reach the access at {t.access.instr.addr:#x}"
-                         + (f" {occurrence} times" if occurrence > 1 else ""))
+            why = _fail("not-reached", f"concrete replay did not reach the access at {t.access.instr.addr:#x}"
+                        + (f" {occurrence} times" if occurrence > 1 else "")
+                        + (" in the reference workgroup (0, 0)" if addrs else ""))
+            return _RefNotReached(addrs[0], why) if addrs else why
         av = accs[lane % 64].address
         if not isinstance(av, Const):
             return _fail("mismatch", f"concrete replay produced a non-constant address ({opaque_in(av)})")
