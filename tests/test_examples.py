@@ -86,6 +86,19 @@ def test_group_mode_seqstart_proved(tmp_path):
         assert verdicts(rep)[("lse", lay)]["verdict"] == "proved", verdicts(rep)[("lse", lay)]["reason"]
 
 
+def test_group_mode_rows_placed_by_the_sequence_length_are_proved(tmp_path):
+    """Group mode, each workgroup reading its sequence's last 64-row tile: the offset inside the
+    sequence depends on the sequence's length, so the claim measures every workgroup from a
+    reference sequence 0 with the workgroup's own lengths (addrsim.prove.check.reference);
+    measured from a sequence 0 of other lengths it would be a false counterexample.  The
+    witness replays, with batch_id > 0."""
+    rep = verify(build("group_lse_last_tile", tmp_path), buffers=["lse"], layouts=["bhsd"], model_files=[MODEL],
+                 properties=["address"], min_budget_s=60)
+    c = verdicts(rep)[("lse", "bhsd")]
+    assert c["verdict"] == "proved", c["reason"]
+    assert c["witness"]["coords"]["batch_id"] > 0 and c["witness"]["replayed_on"] == "this kernel"
+
+
 @pytest.mark.slow
 def test_group_mode_batch_formula_refuted(tmp_path):
     """The batch-mode formula in a group-mode kernel: refuted, and the counterexample carries

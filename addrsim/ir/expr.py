@@ -116,7 +116,7 @@ def fop(op: str, *args: Expr) -> Expr:
 
 
 def _mk(op: str, args: Tuple[Expr, ...], width: int, params: Tuple[int, ...] = ()) -> Expr:
-    if all(isinstance(a, Const) for a in args):
+    if OPS[op].meaning is not None and all(isinstance(a, Const) for a in args):     # sel reads memory: kept
         v = OPS[op].meaning([a.value for a in args], [a.width for a in args], params, width)
         return Const(v, width)
     return Op(op, args, width, params)

@@ -213,6 +213,40 @@ def _claim(ctx: _Ctx, t: Target, a: Expr, a00: Expr, env, expected: Expr) -> Exp
     return X.eq(a, X.add(a00, expected))
 
 
+def reference(a: Expr, zero_ids, prob: Problem) -> Expr:
+    """The address ``a`` (byte address, 64-bit) of a workgroup's access, read in the
+    reference workgroup the claim measures every slice from: batch_id = head_id = 0
+    (``zero_ids``), the same lane, tile and shape.
+
+    In group mode (``prob.arrays``) the reference sequence has the workgroup's own lengths:
+    the reference reads the sequence-start arrays shifted to the workgroup's batch, entry i
+    being ``seqstart[batch_id + i] - seqstart[batch_id]``.  So every read ``sel(A, off)``
+    of the zeroed address becomes ``sel(A, off + 4*batch_id) - sel(A, 4*batch_id)``.  A
+    kernel may place a lane's rows by its sequence's length (the last q tile first, a
+    clamp to the last row), and sequence 0 with other lengths is then no reference: on
+    gfx950 hd64 a32_rtna_pssk_group, LSE of batch 1 with 1 row against batch 0 with 65 rows
+    differs by 32 rows, while against a batch 0 of 1 row it is the expected offset
+    (2026-12-03).  In batch mode the zeroed address itself."""
+    a00 = X.substitute(a, zero_ids)
+    names = set(prob.arrays) | {s_.name for s_ in prob.arrays.values()}     # read through the argument or the array
+    if not names:
+        return a00
+    start = X.mul(X.zext(prob.grid["z"], 64), Const(4, 64))
+    memo: dict = {}
+
+    def shifted(e: Expr) -> Expr:
+        if id(e) in memo:
+            return memo[id(e)][1]
+        r = e
+        if isinstance(e, X.Op):
+            r = X.rebuild(e, tuple(shifted(x) for x in e.args))
+            if isinstance(r, X.Op) and r.op == "sel" and r.args[0].name in names:
+                r = X.sub(X.select(r.args[0], X.add(r.args[1], start)), X.select(r.args[0], start))
+        memo[id(e)] = (e, r)
+        return r
+    return shifted(a00)
+
+
 def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
     """Decide the claim at every access: None when all are proved, else (verdict, reason)
     with the counterexample or the SMT-LIB2 dump recorded in ``ctx.res``."""
@@ -221,7 +255,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
     seen_keys = set()
     for t in tg:
         a = X.substitute(t.address, env)
-        a00 = X.substitute(a, zero_ids)
+        a00 = reference(a, zero_ids, prob)
         claim = _claim(ctx, t, a, a00, env, expected)
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
@@ -568,17 +602,18 @@ def formulas(address: Expr, zero_ids, prob: Problem, buffer: str, symbolic: bool
         if sum(1 for _ in X.walk(address)) > FORMULA_NODES:
             out = ("<offset expression too large to display>", "", None, None)
             return out if symbolic else out[:2]
-        off = sympy.expand(to_sympy(address) - to_sympy(X.substitute(address, zero_ids)))
+        off = sympy.expand(to_sympy(address) - to_sympy(reference(address, zero_ids, prob)))
         full = X.substitute(address, {k: v for k, v in prob.kernargs.items() if v.width != 64 or k not in X.symbols(v)})
-        full_off = sympy.expand(to_sympy(full) - to_sympy(X.substitute(full, zero_ids)))
+        full_off = sympy.expand(to_sympy(full) - to_sympy(reference(full, zero_ids, prob)))
         diff = sympy.expand(full_off - to_sympy(prob.expected[buffer]))
         out = (str(off), str(diff), None, None)
         if symbolic:               # readings without wraps: multiword values whole (addrsim diff)
             from addrsim.backends.sympy_text import to_sympy_nowrap
-            ptr0 = {n: X.Const(0, v.width) for n, v in X.symbols(full).items() if v.kind == "ptr"}
+            arrays = {n.args[0].name for n in X.walk(full) if isinstance(n, X.Op) and n.op == "sel"}
+            ptr0 = {n: X.Const(0, v.width) for n, v in X.symbols(full).items() if v.kind == "ptr" and n not in arrays}
             ideal = lambda e: to_sympy_nowrap(X.substitute(e, ptr0))  # noqa: E731  # offsets: any base, 0
-            out = (str(off), str(diff), sympy.expand(ideal(address) - ideal(X.substitute(address, zero_ids))),
-                   sympy.expand(ideal(full) - ideal(X.substitute(full, zero_ids))))
+            out = (str(off), str(diff), sympy.expand(ideal(address) - ideal(reference(address, zero_ids, prob))),
+                   sympy.expand(ideal(full) - ideal(reference(full, zero_ids, prob))))
     except Exception as e:  # formula display must never hide a verdict
         out = (f"<formula not shown: {type(e).__name__}>", "", None, None)
     return out if symbolic else out[:2]

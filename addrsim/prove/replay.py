@@ -138,7 +138,8 @@ def replay(sub: Subject, prob: Problem, t: Target, model, a, a00, expected, buff
     env.update({k: v for k, v in model.items() if k.endswith("[]")})
     lane = model.get(LANE, 0)
     ids = {s.name: env[s.name] for s in grid.values()}
-    addrs = _both_workgroups(sub, inp, ids, dict(ids, **{grid["z"].name: 0, grid["y"].name: 0}), lane, t, occurrence)
+    addrs = _both_workgroups(sub, inp, ids, dict(ids, **{grid["z"].name: 0, grid["y"].name: 0}), lane, t, occurrence,
+                             _reference_inputs(prob, model, inp, ids[grid["z"].name]))
     if isinstance(addrs, ReplayBudget):
         if a is None:
             return _fail("budget", f"not replayed: {addrs}")
@@ -193,14 +194,36 @@ def _reference_on_formula(r: _RefNotReached, a00: Expr, model, inp: _Inputs):
                               "reach the access at this shape, so its address is the extracted expression's)")
 
 
-def _both_workgroups(sub, inp, ids, ids00, lane, t, occurrence):
-    """The concrete addresses of ``lane``'s access in workgroup ``ids`` and in (0, 0): a pair,
-    a ReplayBudget (past the step budget), a _RefNotReached (only the first reached it) or a
-    ReplayFailure."""
+def _reference_inputs(prob: Problem, model, inp: _Inputs, batch_id: int) -> _Inputs:
+    """``inp`` for the reference workgroup (0, 0): in group mode each sequence-start array
+    shifted to the workgroup's batch (entry i is ``seqstart[batch_id + i] -
+    seqstart[batch_id]``), so sequence 0 has the workgroup's own lengths
+    (:func:`addrsim.prove.check.reference`, the same reference in the claim).  ``inp``
+    itself in batch mode, at batch_id 0, or when the model lacks the batch's start."""
+    if not prob.arrays or batch_id == 0:
+        return inp
+    memory = dict(inp.memory)
+    at = 4 * batch_id
+    for arg, arr in prob.arrays.items():
+        vals = model.get(arr.name + "[]") or {}
+        if arg not in inp.ptrs or at not in vals:
+            return inp
+        for off in vals:
+            memory.pop((inp.ptrs[arg] + off) & X.mask(64), None)
+        for off, v in vals.items():
+            if off >= at:
+                memory[(inp.ptrs[arg] + off - at) & X.mask(64)] = (v - vals[at]) & X.mask(32)
+    return _Inputs(inp.argvals, inp.ptrs, memory, inp.regions)
+
+
+def _both_workgroups(sub, inp, ids, ids00, lane, t, occurrence, inp00: Optional[_Inputs] = None):
+    """The concrete addresses of ``lane``'s access in workgroup ``ids`` (inputs ``inp``) and
+    in (0, 0) (inputs ``inp00``, default ``inp``): a pair, a ReplayBudget (past the step
+    budget), a _RefNotReached (only the first reached it) or a ReplayFailure."""
     addrs = []
-    for idset in (ids, ids00):
+    for idset, inputs in ((ids, inp), (ids00, inp00 or inp)):
         try:
-            accs = _run(sub, inp, idset, lane, t.access.instr.addr, occurrence)
+            accs = _run(sub, inputs, idset, lane, t.access.instr.addr, occurrence)
         except ReplayBudget as e:
             return e
         except Unsupported as e:
