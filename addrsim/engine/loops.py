@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from itertools import product
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
@@ -123,11 +123,14 @@ class Induction:
 
 
 def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], expected: Expr,
-                env: Dict[str, Expr], first_pcs=frozenset()) -> Induction:
+                env: Dict[str, Expr], first_pcs=frozenset(),
+                ref: Optional[Callable[[Expr], Expr]] = None) -> Induction:
     """The step and access obligations of ``body`` for the buffer at pointer argument
     ``ptr``: a list of (conditions, 1-bit claim, description, access pc, fallback obligation
     or None, tried when the first does not hold), all over the
-    kernel-argument-free symbols (``env`` substitutes the host contract).
+    kernel-argument-free symbols (``env`` substitutes the host contract).  ``ref`` reads an
+    expression in the reference workgroup (default: ``zero_ids`` substituted; in group mode
+    the caller also shifts the sequence-start arrays, addrsim.prove.check.reference).
 
     An access whose first iteration the address check already proved (its pc in
     ``first_pcs``) gets the cheaper translation obligation: its (batch_id, head_id) minus
@@ -145,8 +148,9 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
     if isinstance(cone, str):
         return Induction("unsupported", cone, loop)
     pairs = _pairs(body, cone, syms)
-    delta, other, defs = _copies(body, cone, pairs, syms, env, zero_ids)
-    copies = _Copies(env, other)
+    ref = ref or (lambda e: X.substitute(e, zero_ids))
+    delta, other, defs = _copies(body, cone, pairs, syms, env, zero_ids, ref)
+    copies = _Copies(env, other, ref)
     canon = [X.ult(X.extract(e, 47, 0), Const(CANONICAL, 48)) for lo, hi in pairs
              for e in (_pair(lo, hi), X.substitute(_pair(lo, hi), other))]
     pairs_pq = list(product(body.backs, body.backs))
@@ -163,7 +167,7 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
                   f"access at {a.instr.addr:#x}", a.instr.addr)
         if a.instr.addr in first_pcs:
             # the cheap translation obligation first, the direct one if it does not hold
-            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids, delta) + (direct,))
+            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids, delta, ref) + (direct,))
         else:
             out.append(direct + (None,))
     return Induction("built", "", loop, out)
@@ -175,16 +179,18 @@ def _pair(lo: str, hi: str) -> Expr:
 
 class _Copies:
     """The two copies of the loop state: ``p`` (this workgroup) substitutes the host contract,
-    ``q`` (the other workgroup) also moves every carried register by its difference."""
+    ``q`` (the reference workgroup) reads it at the reference (``ref``: the ids zeroed, in
+    group mode the sequence-start arrays shifted, addrsim.prove.check.reference) and moves
+    every carried register by its difference."""
 
-    def __init__(self, env, other):
-        self.env, self.other = env, other
+    def __init__(self, env, other, ref):
+        self.env, self.other, self.ref = env, other, ref
 
     def p(self, e: Expr) -> Expr:
         return X.substitute(e, self.env)
 
     def q(self, e: Expr) -> Expr:
-        return X.substitute(X.substitute(e, self.env), self.other)
+        return X.substitute(self.ref(X.substitute(e, self.env)), self.other)
 
 
 def _cone(body: Body, accs, syms):
@@ -236,7 +242,7 @@ def _pairs(body: Body, cone, syms):
     return pairs
 
 
-def _copies(body: Body, cone, pairs, syms, env, zero_ids):
+def _copies(body: Body, cone, pairs, syms, env, zero_ids, ref):
     """(delta, other, defs): each carried register's difference D between the workgroup and
     (0, 0) as a fresh symbol defined by a hypothesis in ``defs`` (the step claims are then
     linear in it; only the access claims need its definition), 0 where the entry value does
@@ -255,7 +261,7 @@ def _copies(body: Body, cone, pairs, syms, env, zero_ids):
             delta[r] = Const(0, 32)    # the same in every workgroup (a counter, an LDS offset)
             continue
         d = Sym(f"D({r})", 32, "carried")
-        defs.append(X.eq(d, X.sub(v, X.substitute(v, zero_ids))))
+        defs.append(X.eq(d, X.sub(v, ref(v))))
         delta[r] = d
     for lo, hi in pairs:
         v = X.concat(entry_of(hi), entry_of(lo))
@@ -263,7 +269,7 @@ def _copies(body: Body, cone, pairs, syms, env, zero_ids):
             delta[(lo, hi)] = Const(0, 64)
             continue
         d = Sym(f"D({lo}:{hi})", 64, "carried")
-        defs.append(X.eq(d, X.sub(v, X.substitute(v, zero_ids))))
+        defs.append(X.eq(d, X.sub(v, ref(v))))
         delta[(lo, hi)] = d
         moved = X.sub(_pair(lo, hi), d)
         other[lo] = X.extract(moved, 31, 0)
@@ -314,7 +320,7 @@ def _opaque(e: Optional[Expr]) -> bool:
     return e is None or any(s.kind == "opaque" for s in X.symbols(e).values())
 
 
-def _translation(a, b, cone, pairs, syms, body, env, zero_ids, delta):
+def _translation(a, b, cone, pairs, syms, body, env, zero_ids, delta, ref):
     """Obligation: for free differences D and any two (0, 0)-copy states x and y (canonical
     pointer pairs), addr(x + D, ids) - addr(x, 0) == addr(y + D, ids) - addr(y, 0).  A
     pair's D moves its low 48 bits only (its high 16 bits are equal in both workgroups).
@@ -351,8 +357,9 @@ def _translation(a, b, cone, pairs, syms, body, env, zero_ids, delta):
     terms = []
     for tag in ("~x", "~y"):
         s1, s0 = instance(tag, True), instance(tag, False)
+        at = {id(s1): lambda e: X.substitute(X.substitute(e, env), s1),       # the workgroup
+              id(s0): lambda e: X.substitute(ref(X.substitute(e, env)), s0)}  # the reference
         for acc, sub in ((a, s1), (b, s0)):
-            conds.extend(X.substitute(X.substitute(c, env), sub) for c in list(acc.path) + [acc.active])
-        terms.append(X.sub(X.substitute(X.substitute(a.address, env), s1),
-                           X.substitute(X.substitute(b.address, env), s0)))
+            conds.extend(at[id(sub)](c) for c in list(acc.path) + [acc.active])
+        terms.append(X.sub(at[id(s1)](a.address), at[id(s0)](b.address)))
     return conds, X.eq(terms[0], terms[1]), f"access at {a.instr.addr:#x}", a.instr.addr
