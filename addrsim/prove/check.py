@@ -241,7 +241,10 @@ def reference(a: Expr, zero_ids, prob: Problem) -> Expr:
         if isinstance(e, X.Op):
             r = X.rebuild(e, tuple(shifted(x) for x in e.args))
             if isinstance(r, X.Op) and r.op == "sel" and r.args[0].name in names:
-                r = X.sub(X.select(r.args[0], X.add(r.args[1], start)), X.select(r.args[0], start))
+                if isinstance(r.args[1], Const) and r.args[1].value == 0:
+                    r = Const(0, 32)        # the reference sequence starts at row 0
+                else:
+                    r = X.sub(X.select(r.args[0], X.add(r.args[1], start)), X.select(r.args[0], start))
         memo[id(e)] = (e, r)
         return r
     return shifted(a00)
