@@ -357,9 +357,9 @@ def _translation(a, b, cone, pairs, syms, body, env, zero_ids, delta, ref):
     terms = []
     for tag in ("~x", "~y"):
         s1, s0 = instance(tag, True), instance(tag, False)
-        at = {id(s1): lambda e: X.substitute(X.substitute(e, env), s1),       # the workgroup
-              id(s0): lambda e: X.substitute(ref(X.substitute(e, env)), s0)}  # the reference
-        for acc, sub in ((a, s1), (b, s0)):
-            conds.extend(at[id(sub)](c) for c in list(acc.path) + [acc.active])
-        terms.append(X.sub(at[id(s1)](a.address), at[id(s0)](b.address)))
+        mine = lambda e: X.substitute(X.substitute(e, env), s1)           # noqa: E731  # the workgroup
+        theirs = lambda e: X.substitute(ref(X.substitute(e, env)), s0)    # noqa: E731  # the reference
+        for acc, read in ((a, mine), (b, theirs)):
+            conds.extend(read(c) for c in list(acc.path) + [acc.active])
+        terms.append(X.sub(mine(a.address), theirs(b.address)))
     return conds, X.eq(terms[0], terms[1]), f"access at {a.instr.addr:#x}", a.instr.addr
