@@ -126,3 +126,75 @@ def test_a_claim_is_proved_from_the_conditions_of_its_cone_and_only_then():
     assert Query(conds, X.ule(x, Const(5, 8)), {}, 1_000_000).solve()[0] == "proved"
     v, model, _ = Query(conds, X.ule(x, Const(4, 8)), {}, 1_000_000).solve()
     assert v == "refuted" and model["x"] == 5 and (model["z"] * model["z"]) % 256 == 9
+
+
+# ------------------------------------------------------------------ intervals under ranges
+
+def _vsharp_words(q, off, steps):
+    """V# words 0-1 of buffer Q as the README kernel builds them: ``s_or_b32 s9, s9, 0x40000``
+    (stride 4 bytes in bits 61..48) over the 48-bit base, then ``off`` and ``steps`` tile steps
+    of 0x1000 bytes added with s_add_u32/s_addc_u32; returns (base + 4*index, stride field)."""
+    from tests.test_nowrap import _pair_add
+    hi = X.or_(X.zext(X.extract(q, 47, 32), 32), Const(0x40000, 32))
+    hi, lo = _pair_add(hi, X.extract(q, 31, 0), off)
+    for _ in range(steps):
+        hi, lo = _pair_add(hi, lo, Const(0x1000, 32))
+    stride = X.zext(X.extract(hi, 29, 16), 64)
+    base = X.zext(X.extract(X.concat(hi, lo), 47, 0), 64)
+    return X.add(base, X.mul(stride, X.zext(Sym("index", 32), 64))), stride
+
+
+def test_a_vsharp_stride_field_is_a_constant_once_the_base_is_a_user_address():
+    """Q below 2**47 (every allocation, addrsim.prove.machines.PTR_LIMIT): the carries of the
+    base's tile steps cannot reach bit 48, so the stride field is 4 and the address is linear
+    in the index; without the range a carry can reach it and the field stays."""
+    q, off = Sym("Q", 48, "ptr"), Sym("off", 32)
+    addr, stride = _vsharp_words(q, off, 3)
+    ranges = {"Q": (0, (1 << 47) - 1)}
+    got = without_dead_carries(X.fold_carries(addr), [], ranges)
+    assert not any(isinstance(n, X.Op) and n.op == "extract" and n.params[1] in (16, 48) for n in X.walk(got)), got
+    assert X.digest(without_dead_carries(X.fold_carries(stride), [], ranges)) == X.digest(Const(4, 64))
+    assert not isinstance(without_dead_carries(X.fold_carries(stride), [], {}), Const)
+    rnd = random.Random(0)
+    for _ in range(500):
+        env = {"Q": rnd.choice([(1 << 47) - 1, (1 << 47) - 0x1000, rnd.getrandbits(47)]),
+               "off": rnd.choice([0xffffffff, 0xffffe000, rnd.getrandbits(32)]), "index": rnd.getrandbits(32)}
+        assert X.evaluate(got, env) == X.evaluate(addr, env)
+
+
+def _random_expr(rnd, leaves, depth):
+    if depth == 0 or rnd.random() < 0.2:
+        return rnd.choice(leaves)
+    op = rnd.choice(["add", "mul", "sub", "or", "and", "lshr", "shl", "udiv", "extract", "zext", "ite", "concat"])
+    a, b = _random_expr(rnd, leaves, depth - 1), _random_expr(rnd, leaves, depth - 1)
+    if op in ("lshr", "shl", "udiv"):
+        return getattr(X, {"lshr": "lshr", "shl": "shl", "udiv": "udiv"}[op])(a, Const(rnd.randrange(1, 9), 32))
+    if op == "extract":
+        lo_ = rnd.randrange(0, 24)
+        return X.zext(X.extract(a, lo_ + rnd.randrange(0, 8), lo_), 32)
+    if op == "zext":
+        return X.extract(X.zext(a, 40), 31, 0)
+    if op == "ite":
+        return X.ite(X.ult(a, b), a, b)
+    if op == "concat":
+        return X.extract(X.concat(X.extract(a, 15, 0), X.extract(b, 15, 0)), 31, 0)
+    return {"add": X.add, "mul": X.mul, "sub": X.sub, "or": X.or_, "and": X.and_}[op](a, b)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_an_interval_holds_every_value_in_the_ranges(seed):
+    """interval(e) contains e's value at every point inside the symbols' ranges and the
+    stated bounds (random expressions of the operations it reads; random points, the
+    range ends included)."""
+    from addrsim.ir.bounded import interval
+    rnd = random.Random(seed)
+    ranges = {n: tuple(sorted((rnd.randrange(0, 1 << rnd.choice([4, 12, 20, 32])),) * 1 +
+                              (rnd.randrange(0, 1 << rnd.choice([4, 12, 20, 32])),))) for n in "abc"}
+    leaves = [Sym(n, 32) for n in "abc"] + [Const(rnd.getrandbits(rnd.choice([3, 16, 32])), 32)]
+    es = [_random_expr(rnd, leaves, 4) for _ in range(30)]
+    b = upper_bounds([], ranges)
+    for e in es:
+        lo, hi = interval(e, b)
+        for _ in range(60):
+            env = {n: rnd.choice([r[0], r[1], rnd.randint(*r)]) for n, r in ranges.items()}
+            assert lo <= X.evaluate(e, env) <= hi, (e, env, lo, hi)

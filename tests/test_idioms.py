@@ -73,3 +73,14 @@ def test_wide_dividend_is_proved_per_divisor():
 def test_wide_dividend_without_corrections_is_not_a_division():
     out, proofs, left = exact_divisions(llvm_udiv(BAS, HD, corrections=0), WIDE)
     assert proofs == [] and left and "not udiv" in left[0]
+
+
+def test_a_division_guard_the_conditions_rule_out_is_dropped():
+    """The ``d == 0`` guard that keeps a proved division's binary32 term goes where the
+    predicate shows d != 0 (the GQA ratio under the traits layer), and stays elsewhere."""
+    from addrsim.prove.idioms import drop_zero_guards
+    d, x = Sym("d", 32), Sym("x", 32)
+    flt = X.fop("u32_from_f32", X.fop("f32_rcp", X.fop("f32_from_u32", d)))
+    e = X.add(X.ite(X.eq(d, Const(0, 32)), flt, X.udiv(x, d)), Const(1, 32))
+    assert X.digest(drop_zero_guards(e, lambda _: True)) == X.digest(X.add(X.udiv(x, d), Const(1, 32)))
+    assert drop_zero_guards(e, lambda _: False) is e

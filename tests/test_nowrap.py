@@ -312,3 +312,36 @@ def test_a_pointer_step_is_a_ring_identity_once_its_carries_are_folded():
     assert not P.ring_identity(X.fold_carries(differs))
     q = Query([], same, {}, 1)
     assert q.identity and q.solve()[0] == "proved" and q.used == 0
+
+
+@pytest.mark.parametrize("steps", [2, 3])
+def test_a_chain_of_equal_constant_steps_folds_into_one_sum(steps):
+    """``s_add_u32 s8, s8, 0x1000 ; s_addc_u32 s9, s9, 0`` repeated (a V# advanced tile by
+    tile): the IR merges the low word into ``x + 0x3000`` and leaves the carries as
+    ``ult(x + 0x1000, 0x1000)``, ``ult(x + 0x2000, 0x1000)``; each is the carry of
+    ``(S - c) + c``, so the pair folds into one 64-bit sum with the machine value at every
+    point, its high word alone too (the stride field)."""
+    s8, s9, off = Sym("s8", 32), Sym("s9", 32), Sym("off", 32)
+    hi, lo = _pair_add(s9, s8, off)
+    for _ in range(steps):
+        hi, lo = _pair_add(hi, lo, Const(0x1000, 32))
+    whole, high = X.concat(hi, lo), X.extract(X.concat(hi, lo), 63, 48)
+    folded, folded_high = X.fold_carries(whole), X.fold_carries(X.extract(hi, 31, 16))
+    for f in (folded, folded_high):
+        assert not any(isinstance(n, X.Op) and n.op == "ult" for n in X.walk(f)), f
+    rnd = random.Random(steps)
+    for _ in range(400):
+        env = {n: rnd.choice([0, 0xffffffff, 0xffffefff, 0xffffe000, rnd.getrandbits(32)]) for n in ("s8", "s9", "off")}
+        assert X.evaluate(folded, env) == X.evaluate(whole, env)
+        assert X.evaluate(folded_high, env) == X.evaluate(high, env)
+
+
+def test_a_48_bit_base_split_into_words_is_one_sum_again():
+    """``concat(extract[47:32](K + zext(off)), K[31:0] + off)``: the low word written as the
+    sum of the low bits is the low word of the sum, so the pair is ``K + zext(off)``."""
+    k, off = Sym("K", 48, "ptr"), Sym("off", 32)
+    s = X.add(k, X.zext(off, 48))
+    pair = X.concat(X.extract(s, 47, 32), X.add(off, X.extract(k, 31, 0)))
+    assert X.digest(X.fold_carries(pair)) == X.digest(s)
+    other = X.concat(X.extract(s, 47, 32), X.add(off, X.extract(k, 31, 1) if False else Sym("z", 32)))
+    assert X.fold_carries(other).op == "concat"

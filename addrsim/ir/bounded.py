@@ -25,19 +25,22 @@ the original; a model is always checked against the original claim (addrsim.prov
 """
 from __future__ import annotations
 
-from typing import Dict, Iterable, Optional
+from typing import Dict, Iterable, Optional, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Op
 
 
 class Bounds:
-    """Upper bounds (inclusive, unsigned) the conditions state, keyed by expression digest."""
+    """What the conditions and the variables' ranges bound: upper bounds (inclusive,
+    unsigned) the conditions state, keyed by expression digest, and the ranges
+    ``{symbol name: (lo, hi)}`` (inclusive) every solver call of the query asserts."""
 
-    def __init__(self):
+    def __init__(self, ranges: Optional[Dict[str, Tuple[int, int]]] = None):
         self.by: Dict[bytes, int] = {}
+        self.ranges = dict(ranges or {})
         self.dmemo: dict = {}
-        self.memo: Dict[int, int] = {}
+        self.memo: Dict[int, tuple] = {}     # id -> (node, interval): the node is kept alive
         self._alive: Dict[int, Expr] = {}
 
     def _key(self, e: Expr) -> bytes:
@@ -52,12 +55,13 @@ class Bounds:
         return self.by.get(self._key(e))
 
 
-def upper_bounds(conds: Iterable[Expr]) -> Bounds:
+def upper_bounds(conds: Iterable[Expr], ranges: Optional[Dict[str, Tuple[int, int]]] = None) -> Bounds:
     """The bounds ``E < c`` and ``E <= c`` (unsigned, c a constant) among the conditions and
     the conjuncts of their 1-bit ``and``; ``extract[h:0](concat(A, B))`` is also noted in the
     form :func:`addrsim.ir.expr.extract` gives its bits (``concat(extract[h-w:0](A), B)``,
-    w the width of B), as the canonical-address bound of a 64-bit pair is stated."""
-    b = Bounds()
+    w the width of B), as the canonical-address bound of a 64-bit pair is stated.  ``ranges``
+    (symbol name -> inclusive (lo, hi)) are kept beside them."""
+    b = Bounds(ranges)
     work = list(conds)
     while work:
         c = work.pop()
@@ -81,39 +85,78 @@ def upper_bounds(conds: Iterable[Expr]) -> Bounds:
 
 
 def upper(e: Expr, b: Bounds) -> int:
-    """An upper bound (inclusive, unsigned) of ``e`` wherever the conditions of ``b`` hold:
-    the least of the stated bound, ``2**maxbits(e) - 1`` and the bound through zext, ite,
-    a non-wrapping add and a low extract."""
+    """An upper bound (inclusive, unsigned) of ``e`` wherever the conditions of ``b`` hold
+    (:func:`interval`)."""
+    return interval(e, b)[1]
+
+
+def interval(e: Expr, b: Bounds) -> Tuple[int, int]:
+    """(lo, hi), inclusive unsigned bounds of ``e`` wherever the conditions and ranges of
+    ``b`` hold: the stated bound, the symbol's range, ``2**maxbits(e) - 1`` and the bounds
+    through the operations that provably do not wrap (:func:`_op_interval`)."""
     if isinstance(e, Const):
-        return e.value
-    k = id(e)
-    if k in b.memo:
-        return b.memo[k]
-    m = (1 << X.maxbits(e)) - 1
+        return e.value, e.value
+    hit = b.memo.get(id(e))
+    if hit is not None and hit[0] is e:
+        return hit[1]
+    lo, hi = 0, (1 << X.maxbits(e)) - 1
     s = b.stated(e)
     if s is not None:
-        m = min(m, s)
-    if isinstance(e, Op):
-        a = e.args
-        if e.op == "zext":
-            m = min(m, upper(a[0], b))
-        elif e.op == "ite":
-            m = min(m, max(upper(a[1], b), upper(a[2], b)))
-        elif e.op == "add":
-            t = upper(a[0], b) + upper(a[1], b)
-            if t < (1 << e.width):
-                m = min(m, t)
-        elif e.op == "extract" and e.params[1] == 0:
-            m = min(m, upper(a[0], b))
-    b.memo[k] = m
-    return m
+        hi = min(hi, s)
+    if isinstance(e, X.Sym) and e.name in b.ranges:
+        r = b.ranges[e.name]
+        lo, hi = max(lo, r[0]), min(hi, r[1])
+    elif isinstance(e, Op):
+        ol, oh = _op_interval(e, b)
+        lo, hi = max(lo, ol), min(hi, oh)
+    if lo > hi:          # no point satisfies the conditions: claim nothing
+        lo, hi = 0, (1 << e.width) - 1
+    b.memo[id(e)] = (e, (lo, hi))
+    return lo, hi
 
 
-def without_dead_carries(e: Expr, conds: Iterable[Expr]) -> Expr:
-    """``e`` with the carries the conditions rule out removed (the module docstring's two
-    rules, bottom-up); ``e`` itself when none applies."""
-    b = upper_bounds(conds)
-    if not b.by:
+def _op_interval(e: Op, b: Bounds) -> Tuple[int, int]:
+    """Bounds of ``e`` from its operands' (unsigned; full range where the operation may wrap)."""
+    full = (0, (1 << e.width) - 1)
+    a = e.args
+    if e.op in ("lshr", "shl") and not isinstance(a[1], Const):
+        return full
+    iv = [interval(x, b) for x in a]
+    if e.op == "zext" or (e.op == "sext" and iv[0][1] < 1 << (a[0].width - 1)):
+        return iv[0]
+    if e.op == "ite":
+        return min(iv[1][0], iv[2][0]), max(iv[1][1], iv[2][1])
+    if e.op in ("add", "mul"):
+        f = (lambda x, y: x + y) if e.op == "add" else (lambda x, y: x * y)
+        return (f(iv[0][0], iv[1][0]), f(iv[0][1], iv[1][1])) if f(iv[0][1], iv[1][1]) <= full[1] else full
+    if e.op == "sub":
+        return (iv[0][0] - iv[1][1], iv[0][1] - iv[1][0]) if iv[0][0] >= iv[1][1] else full
+    if e.op == "or":
+        return max(iv[0][0], iv[1][0]), min(iv[0][1] + iv[1][1], (1 << max(iv[0][1], iv[1][1]).bit_length()) - 1)
+    if e.op == "and":
+        return 0, min(iv[0][1], iv[1][1])
+    if e.op == "lshr":
+        return iv[0][0] >> a[1].value, iv[0][1] >> a[1].value
+    if e.op == "shl":
+        return (iv[0][0] << a[1].value, iv[0][1] << a[1].value) if iv[0][1] << a[1].value <= full[1] else full
+    if e.op == "udiv" and iv[1][0] > 0:     # a zero divisor gives all ones (SMT-LIB bvudiv)
+        return iv[0][0] // iv[1][1], iv[0][1] // iv[1][0]
+    if e.op == "concat":
+        w = a[1].width
+        return (iv[0][0] << w) + iv[1][0], (iv[0][1] << w) + iv[1][1]
+    if e.op == "extract":
+        h, l_ = e.params
+        if iv[0][0] >> (h + 1) == iv[0][1] >> (h + 1):     # the field does not wrap between lo and hi
+            return iv[0][0] >> l_ & full[1], iv[0][1] >> l_ & full[1]
+        return 0, min(full[1], iv[0][1] >> l_)
+    return full
+
+
+def without_dead_carries(e: Expr, conds: Iterable[Expr], ranges: Optional[Dict[str, Tuple[int, int]]] = None) -> Expr:
+    """``e`` with the carries the conditions (and the variables' ``ranges``) rule out removed
+    (the module docstring's rules, bottom-up); ``e`` itself when none applies."""
+    b = upper_bounds(conds, ranges)
+    if not b.by and not b.ranges:
         return e
     memo: Dict[int, tuple] = {}
     return _rewrite(e, b, memo)
@@ -143,8 +186,59 @@ def _rule(r: Op, b: Bounds, memo) -> Expr:
     if r.op == "zext" and isinstance(r.args[0], Op) and r.args[0].op == "add":
         for x, y in _addends(*r.args[0].args):
             if upper(x, b) + upper(y, b) < (1 << x.width):
-                return X.add(X.zext(x, r.width), X.zext(y, r.width))
+                return X.add(_rewrite(X.zext(x, r.width), b, memo), _rewrite(X.zext(y, r.width), b, memo))
+    if r.op == "extract":
+        lo, hi = interval(r, b)
+        if lo == hi:         # one value wherever the conditions hold (a V# stride field)
+            return Const(lo, r.width)
+    if r.op in ("ult", "ule"):
+        common = _cancel_common(r, b)
+        if common is not None:
+            return _rewrite(common, b, memo)
+        (al, ah), (bl, bh) = interval(r.args[0], b), interval(r.args[1], b)
+        strict = r.op == "ult"
+        if ah < bl or (not strict and ah == bl):
+            return Const(1, 1)
+        if al > bh or (strict and al == bh):
+            return Const(0, 1)
     return r
+
+
+def _terms(e: Expr, b: Bounds, out: list) -> None:
+    """The addends of ``e`` through every ``add`` that cannot wrap (:func:`upper`)."""
+    if isinstance(e, Op) and e.op == "add" and upper(e.args[0], b) + upper(e.args[1], b) < (1 << e.width):
+        _terms(e.args[0], b, out)
+        _terms(e.args[1], b, out)
+    else:
+        out.append(e)
+
+
+def _cancel_common(r: Op, b: Bounds) -> Optional[Expr]:
+    """``A + C <= B + C`` (or <) as ``A <= B`` when neither sum can wrap: the allocation
+    check of a bounds claim compares ``ptr + offset`` with ``ptr + extent``; without the
+    48-bit pointer the solver is left with the offsets.  None when no addend is shared."""
+    xs, ys = [], []
+    _terms(r.args[0], b, xs)
+    _terms(r.args[1], b, ys)
+    keys = {}
+    for i, y in enumerate(ys):
+        keys.setdefault(X.digest(y, b.dmemo), []).append(i)
+    drop_x, drop_y = set(), set()
+    for i, x in enumerate(xs):
+        js = keys.get(X.digest(x, b.dmemo))
+        if js and not isinstance(x, Const):
+            drop_x.add(i)
+            drop_y.add(js.pop())
+    if not drop_x:
+        return None
+
+    def total(ts, drop):
+        left = [t for i, t in enumerate(ts) if i not in drop]
+        out = left[0] if left else Const(0, r.args[0].width)
+        for t in left[1:]:
+            out = X.add(out, t)
+        return out
+    return (X.ult if r.op == "ult" else X.ule)(total(xs, drop_x), total(ys, drop_y))
 
 
 def _addends(a: Expr, c: Expr):
@@ -162,3 +256,56 @@ def _addends(a: Expr, c: Expr):
         if isinstance(core, Op) and core.op == "concat" and core.args[1].width == s.args[0].width:
             swapped = X.concat(core.args[0], s.args[0])
             yield (swapped if k is None else X.extract(swapped, k, 0)), X.zext(core.args[1], s.width)
+
+
+# ------------------------------------------------------------------ strengthening
+
+def strengthened(e: Expr, conds: Iterable[Expr], ranges: Optional[Dict[str, Tuple[int, int]]] = None) -> Expr:
+    """A claim that implies ``e`` wherever the conditions hold, with no 32-bit wrap on the
+    small side of its comparisons: in ``A <= B`` (and ``A < B``), each ``zext(W)`` among the
+    addends of A, W a 32-bit sum of products of unsigned values, is replaced by W computed
+    over 64 bits.  ``W mod 2**32`` is at most W's exact value, so the new A is at least the old
+    one: ``A' <= B`` implies ``A <= B`` (a bounds claim: the wrapped 32-bit offset of an
+    access lies below its exact offset, so an exact offset inside the allocation proves the
+    wrapped one is too).  A proof of the result is a proof of ``e``; its counterexamples are
+    not counterexamples of ``e``.  Only through ``and`` and the 64-bit sums that cannot wrap
+    (:func:`upper`); ``e`` itself where nothing applies."""
+    b = upper_bounds(conds, ranges)
+    return _strengthen(e, b)
+
+
+def _strengthen(e: Expr, b: Bounds) -> Expr:
+    if isinstance(e, Op) and e.width == 1 and e.op == "and":
+        return X.band(_strengthen(e.args[0], b), _strengthen(e.args[1], b))
+    if not (isinstance(e, Op) and e.op in ("ule", "ult")):
+        return e
+    ts: list = []
+    _terms(e.args[0], b, ts)
+    wide = [_widened(t, b) for t in ts]
+    if all(w is t for w, t in zip(wide, ts)):
+        return e
+    out = wide[0]
+    for t in wide[1:]:
+        out = X.add(out, t)
+    if upper(out, b) >= 1 << e.args[0].width:
+        return e                      # the exact sum might wrap at 64 bits: nothing shown
+    return (X.ult if e.op == "ult" else X.ule)(out, e.args[1])
+
+
+def _widened(t: Expr, b: Bounds) -> Expr:
+    """``zext(W)`` (W 32-bit, add/mul/shl-by-constant of unsigned leaves) as W over the
+    width of ``t`` with no wrap, when that provably fits; else ``t``."""
+    if not (isinstance(t, Op) and t.op == "zext" and isinstance(t.args[0], Op)
+            and t.args[0].op in ("add", "mul")):
+        return t
+    w = _exact(t.args[0], t.width)
+    return w if w is not None and upper(w, b) < (1 << t.width) - 1 else t
+
+
+def _exact(w: Expr, width: int) -> Optional[Expr]:
+    if isinstance(w, Op) and w.op in ("add", "mul"):
+        a, c = _exact(w.args[0], width), _exact(w.args[1], width)
+        return None if a is None or c is None else (X.add if w.op == "add" else X.mul)(a, c)
+    if isinstance(w, Op) and w.op in ("sub", "xor", "not", "sext"):
+        return None                   # may be a negative number read as unsigned
+    return X.zext(w, width)

@@ -273,6 +273,8 @@ def or_(a: Expr, b: Expr) -> Expr:
         a, b = b, a
     if _is(b, 0):
         return a
+    if _is(b, -1):
+        return b
     if a is b:
         return a
     return _mk("or", (a, b), a.width)
@@ -437,15 +439,58 @@ def _carried_low(hi: Op) -> Optional[Expr]:
     """The low word ``A + B`` whose carry ``hi`` adds, or None."""
     for z in hi.args:
         sa = _carry_of(z)
-        if sa and isinstance(sa[0], Op) and sa[0].op == "add" and any(sa[1] is x for x in sa[0].args):
-            return sa[0]
+        if sa and isinstance(sa[0], Op) and sa[0].op == "add":
+            return sa[0]          # :func:`_fold_pair` reads it as a sum, or leaves the pair
     return None
 
 
+def _operand_pairs(lo: Op, a: Expr, dmemo: dict):
+    """The ways (keep, out) to read the low word ``lo`` as ``keep + out`` for a carry
+    ``ult(lo, a)``: ``a`` one of lo's operands (either may leave the pair), or ``a`` a
+    constant c, read as ``(lo - c) + c``.  The second is the carry of a chain whose
+    constant steps were merged by :func:`add` (three ``s_add_u32 s, s, 0x1000`` leave
+    ``x + 0x3000`` with the carries ``ult(x + 0x1000, 0x1000)``, ``ult(x + 0x2000, 0x1000)``,
+    ...): ``S < c`` is the carry of ``(S - c) + c`` for every S, so the reading is exact."""
+    if any(_same_tree(a, x, dmemo) for x in lo.args):
+        yield lo.args[1], lo.args[0]
+        yield lo.args[0], lo.args[1]
+    elif isinstance(a, Const) and a.value:
+        yield add(lo, Const(-a.value, lo.width)), a
+    else:       # ult(x + 0x2000, x + 0x1000): the carry of a + (lo - a), lo - a a constant
+        from addrsim.ir.poly import add as padd, ring
+        memo = {"digest": dmemo}
+        pl, pa = ring(lo, lo.width, memo), ring(a, lo.width, memo)
+        d = None if pl is None or pa is None else padd(pl, pa, -1)
+        if d is not None and set(d) <= {()}:
+            yield a, Const(d.get((), 0), lo.width)
+
+
+def _low_bits(e: Expr, w: int) -> Expr:
+    """The low ``w`` bits of ``e`` with the truncation pushed through the ring operations
+    (``add``, ``sub``, ``mul``: the low bits of a sum are the sum of the low bits) and
+    ``zext``/``concat`` (the low word of a 48-bit base ``K + zext(off)`` is ``K[31:0] + off``)."""
+    if e.width == w:
+        return e
+    if isinstance(e, Const):
+        return Const(e.value & mask(w), w)
+    if isinstance(e, Op) and e.op in ("add", "sub", "mul"):
+        return {"add": add, "sub": sub, "mul": mul}[e.op](_low_bits(e.args[0], w), _low_bits(e.args[1], w))
+    if isinstance(e, Op) and e.op == "zext" and e.args[0].width >= w:
+        return _low_bits(e.args[0], w)
+    if isinstance(e, Op) and e.op == "zext":
+        return zext(e.args[0], w)
+    if isinstance(e, Op) and e.op == "concat" and e.args[1].width >= w:
+        return _low_bits(e.args[1], w)
+    return extract(e, w - 1, 0)
+
+
 def _same_tree(a: Expr, b: Expr, dmemo: dict) -> bool:
-    """Structurally equal, or two sums equal as polynomials modulo 2**width."""
+    """Structurally equal, or two sums equal as polynomials modulo 2**width (a low-bits
+    ``extract`` of a sum read as the sum of the low bits, :func:`_low_bits`)."""
     if a is b or (a.width == b.width and digest(a, dmemo) == digest(b, dmemo)):
         return True
+    a, b = (_low_bits(x.args[0], x.width) if isinstance(x, Op) and x.op == "extract" and x.params[1] == 0
+            else x for x in (a, b))
     if not (isinstance(a, Op) and isinstance(b, Op) and a.op == b.op == "add" and a.width == b.width):
         return False
     from addrsim.ir.poly import ring        # sums: equal as polynomials mod 2**width
@@ -462,18 +507,19 @@ def _fold_pair(hi: Expr, lo: Expr, dmemo: dict, depth: int) -> Expr:
     if depth and isinstance(hi, Op) and hi.op == "add" and isinstance(lo, Op) and lo.op == "add":
         for h, z in ((hi.args[0], hi.args[1]), (hi.args[1], hi.args[0])):
             sa = _carry_of(z)
-            if not (sa and _same_tree(sa[0], lo, dmemo) and any(_same_tree(sa[1], x, dmemo) for x in lo.args)):
+            if not (sa and _same_tree(sa[0], lo, dmemo)):
                 continue
             # the carry of lo = A + B: either operand may leave the pair (the value is
             # H * 2**32 + A + B); keep the one whose own carry is in H, so chains fold
             plain = None
-            for keep, out in ((lo.args[1], lo.args[0]), (lo.args[0], lo.args[1])):
+            for keep, out in _operand_pairs(lo, sa[1], dmemo):
                 inner = _fold_pair(h, keep, dmemo, depth - 1)
                 r = add(inner, zext(out, w))
                 if not (isinstance(inner, Op) and inner.op == "concat"):
                     return r
                 plain = plain or r
-            return plain
+            if plain is not None:
+                return plain
     return concat(hi, lo)
 
 

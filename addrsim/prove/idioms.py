@@ -89,6 +89,30 @@ def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Tuple[Expr, 
     return out, proofs, left
 
 
+def drop_zero_guards(e: Expr, nonzero) -> Expr:
+    """``e`` with each guard ``ite(d == 0, T, U)`` that :func:`exact_divisions` leaves (T
+    the binary32 term, U its proved ``udiv``) replaced by U where ``nonzero(d)`` (a predicate
+    that is True only when d != 0 at every point of the query's conditions; e.g. the GQA
+    ratio ``nhead_q / nhead_k`` under the traits layer).  An equality wherever the
+    conditions hold; the solvers then see no binary32 arithmetic at all."""
+    memo: Dict[int, bool] = {}
+    verdict: Dict[bytes, bool] = {}
+    repl: Dict[int, Expr] = {}
+    for n in X.walk(e):
+        if not (isinstance(n, Op) and n.op == "ite" and isinstance(n.args[0], Op) and n.args[0].op == "eq"):
+            continue
+        d, zero = n.args[0].args
+        if not (isinstance(zero, Const) and zero.value == 0 and has_float(n.args[1], memo)
+                and not has_float(n.args[2], memo)):
+            continue
+        k = X.digest(d)
+        if k not in verdict:
+            verdict[k] = bool(nonzero(d))
+        if verdict[k]:
+            repl[id(n)] = n.args[2]
+    return _replace(e, repl, {}) if repl else e
+
+
 def _replace(e: Expr, repl, memo):
     k = id(e)
     if k in repl:
