@@ -198,3 +198,38 @@ def test_an_interval_holds_every_value_in_the_ranges(seed):
         for _ in range(60):
             env = {n: rnd.choice([r[0], r[1], rnd.randint(*r)]) for n, r in ranges.items()}
             assert lo <= X.evaluate(e, env) <= hi, (e, env, lo, hi)
+
+
+# ------------------------------------------------------------------ strengthening
+
+def test_an_exact_offset_inside_the_allocation_proves_the_wrapped_one():
+    """``zext(x*y mod 2**32) + 4 <= E`` is implied by ``x*y + 4 <= E`` over 64 bits (the
+    wrapped offset is never above the exact one): the strengthened claim holds only where
+    the claim does, at random points including wrapping ones."""
+    from addrsim.ir.bounded import strengthened
+    x, y, e = Sym("x", 32), Sym("y", 32), Sym("E", 64)
+    claim = X.ule(X.add(X.zext(X.mul(x, y), 64), Const(4, 64)), e)
+    st = strengthened(claim, [], {"E": (0, 1 << 40)})
+    assert st is not claim and not any(isinstance(n, X.Op) and n.op == "mul" and n.width == 32 for n in X.walk(st))
+    rnd = random.Random(1)
+    for _ in range(2000):
+        env = {"x": rnd.getrandbits(rnd.choice([8, 20, 32])), "y": rnd.getrandbits(rnd.choice([8, 20, 32])),
+               "E": rnd.getrandbits(rnd.choice([16, 33, 40]))}
+        if X.evaluate(st, env):
+            assert X.evaluate(claim, env)
+    # the wrapped term on the large side is never widened (that would weaken the claim)
+    other = X.ule(e, X.zext(X.mul(x, y), 64))
+    assert strengthened(other, [], {}) is other
+
+
+def test_only_a_proof_of_the_stronger_claim_is_used():
+    """``zext(x*y mod 2**32) <= zext((x*y mod 2**32) | z)`` holds for every x, y, z although
+    the exact product may exceed the right side: the strengthened attempt fails and the
+    claim is still proved, never refuted."""
+    from addrsim.prove.query import _proved_strengthened
+    x, y, z = Sym("x", 32), Sym("y", 32), Sym("z", 32)
+    claim = X.ule(X.zext(X.mul(x, y), 64), X.zext(X.or_(X.mul(x, y), z), 64))
+    q = Query([], claim, {}, 10**7)
+    assert q.goal is not None and not isinstance(q.goal, Const)
+    assert not _proved_strengthened(q)
+    assert q.solve()[0] == "proved"
