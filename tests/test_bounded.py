@@ -233,3 +233,15 @@ def test_only_a_proof_of_the_stronger_claim_is_used():
     assert q.goal is not None and not isinstance(q.goal, Const)
     assert not _proved_strengthened(q)
     assert q.solve()[0] == "proved"
+
+
+def test_a_counterexample_names_the_pointer_its_rewrite_cancelled():
+    """``P + x + 4 <= P + 10`` is decided as ``x + 4 <= 10``; the model of its refutation
+    still gives P (in its range), so the claim itself evaluates at it."""
+    p, x = Sym("P", 48, "ptr"), Sym("x", 32)
+    claim = X.ule(X.add(X.add(X.zext(p, 64), X.zext(x, 64)), Const(4, 64)), X.add(X.zext(p, 64), Const(10, 64)))
+    q = Query([], claim, {}, 10**7)
+    assert "P" not in X.symbols(q.goal)
+    verdict, model, _ = q.solve()
+    assert verdict == "refuted" and "P" in model and model["P"] < 1 << 47
+    assert X.evaluate(claim, model) == 0

@@ -298,6 +298,12 @@ class Query:
             # (addrsim.prove.idioms); where the facts show d > 0 (the GQA ratio) it is udiv alone
             self.goal = drop_zero_guards(self.goal, lambda d: self.enc.implied(
                 X.ult(Const(0, d.width), d), certificates=False))
+        # symbols the rewrites cancelled (a bounds claim's pointer): still variables of every
+        # encoding, in their ranges, so every model names them and the claim evaluates
+        kept = set(X.symbols(self.goal)).union(*[X.symbols(c) for c in conds])
+        self.lost = [v for k, v in sorted(X.symbols(claim).items()) if k not in kept]
+        for v in self.lost:
+            self.enc.enc(v)
         self._spent = 0                       # units of solvers already dropped
         self._si: Optional[Isolated] = None   # the integer solver, built when first asked (:attr:`si`)
         # proved by polynomial arithmetic (issue 14, item 1): over atoms with the facts' no-wrap, or
@@ -443,6 +449,8 @@ class Query:
             memo, vs = {}, {}
             fs = [holds_bv(c, memo, vs) for c in self.conds]
             fs.append(to_bv(self.goal, memo, vs) == z3.BitVecVal(0, 1))
+            for v in self.lost:
+                to_bv(v, memo, vs)
             for name, v in vs.items():
                 if name in self.ranges:
                     lo, hi = self.ranges[name]
