@@ -208,7 +208,8 @@ def test_an_exact_offset_inside_the_allocation_proves_the_wrapped_one():
     the claim does, at random points including wrapping ones."""
     from addrsim.ir.bounded import strengthened
     x, y, e = Sym("x", 32), Sym("y", 32), Sym("E", 64)
-    claim = X.ule(X.add(X.zext(X.mul(x, y), 64), Const(4, 64)), e)
+    tile = X.zext(X.ite(X.ult(x, y), X.mul(y, Const(0x1000, 32)), Const(0, 32)), 64)   # a tile step taken or not
+    claim = X.ule(X.add(X.add(X.zext(X.mul(x, y), 64), tile), Const(4, 64)), e)
     st = strengthened(claim, [], {"E": (0, 1 << 40)})
     assert st is not claim and not any(isinstance(n, X.Op) and n.op == "mul" and n.width == 32 for n in X.walk(st))
     rnd = random.Random(1)

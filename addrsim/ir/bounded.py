@@ -296,7 +296,7 @@ def _widened(t: Expr, b: Bounds) -> Expr:
     """``zext(W)`` (W 32-bit, add/mul/shl-by-constant of unsigned leaves) as W over the
     width of ``t`` with no wrap, when that provably fits; else ``t``."""
     if not (isinstance(t, Op) and t.op == "zext" and isinstance(t.args[0], Op)
-            and t.args[0].op in ("add", "mul")):
+            and t.args[0].op in ("add", "mul", "ite")):
         return t
     w = _exact(t.args[0], t.width)
     return w if w is not None and upper(w, b) < (1 << t.width) - 1 else t
@@ -306,6 +306,9 @@ def _exact(w: Expr, width: int) -> Optional[Expr]:
     if isinstance(w, Op) and w.op in ("add", "mul"):
         a, c = _exact(w.args[0], width), _exact(w.args[1], width)
         return None if a is None or c is None else (X.add if w.op == "add" else X.mul)(a, c)
+    if isinstance(w, Op) and w.op == "ite":
+        a, c = _exact(w.args[1], width), _exact(w.args[2], width)
+        return None if a is None or c is None else X.ite(w.args[0], a, c)
     if isinstance(w, Op) and w.op in ("sub", "xor", "not", "sext"):
         return None                   # may be a negative number read as unsigned
     return X.zext(w, width)
