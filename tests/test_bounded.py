@@ -246,3 +246,33 @@ def test_a_counterexample_names_the_pointer_its_rewrite_cancelled():
     verdict, model, _ = q.solve()
     assert verdict == "refuted" and "P" in model and model["P"] < 1 << 47
     assert X.evaluate(claim, model) == 0
+
+
+def test_a_case_of_the_split_equals_the_claim_where_its_conditions_hold():
+    """Each case of the split over the ite conditions fixes them to constants: equal to the
+    claim at every point where the conditions take those values (random points)."""
+    from addrsim.ir.bounded import ite_conditions, with_conditions
+    x, y = Sym("x", 32), Sym("y", 32)
+    c1, c2 = X.ult(x, y), X.ult(y, Const(7, 32))
+    e = X.ule(X.add(X.ite(c1, x, y), X.ite(c2, Const(3, 32), X.ite(c1, y, Const(1, 32)))), Sym("E", 32))
+    cs = ite_conditions(e, 3)
+    assert len(cs) == 2 and ite_conditions(e, 1) is None
+    keys = [X.digest(c) for c in cs]
+    rnd = random.Random(3)
+    for _ in range(500):
+        env = {"x": rnd.getrandbits(rnd.choice([3, 32])), "y": rnd.getrandbits(rnd.choice([3, 32])),
+               "E": rnd.getrandbits(32)}
+        values = [X.evaluate(c, env) for c in cs]
+        assert X.evaluate(with_conditions(e, dict(zip(keys, values))), env) == X.evaluate(e, env)
+
+
+def test_a_bounds_claim_with_a_tile_step_is_proved_through_the_stronger_claim():
+    """``zext(x*64) + zext(ite(x < t, 64, 0)) + 4 <= 64*t + 68`` under ``x < t <= 2**20``: the
+    strengthened claim (exact offsets) is proved, so the claim is."""
+    from addrsim.prove.query import _proved_strengthened
+    x, t = Sym("x", 32), Sym("t", 64)
+    step = X.zext(X.ite(X.ult(X.zext(x, 64), t), Const(64, 32), Const(0, 32)), 64)
+    claim = X.ule(X.add(X.add(X.zext(X.mul(x, Const(64, 32)), 64), step), Const(4, 64)),
+                  X.add(X.mul(t, Const(64, 64)), Const(68, 64)))
+    q = Query([X.ult(X.zext(x, 64), t)], claim, {"t": (1, 1 << 20)}, 10**7)
+    assert _proved_strengthened(q)

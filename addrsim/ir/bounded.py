@@ -312,3 +312,36 @@ def _exact(w: Expr, width: int) -> Optional[Expr]:
     if isinstance(w, Op) and w.op in ("sub", "xor", "not", "sext"):
         return None                   # may be a negative number read as unsigned
     return X.zext(w, width)
+
+
+def ite_conditions(e: Expr, limit: int) -> Optional[list]:
+    """The distinct conditions of the multi-bit ``ite`` nodes of ``e`` (first seen first), or
+    None when there are more than ``limit`` (a case split over them would be too wide)."""
+    seen: Dict[bytes, Expr] = {}
+    memo: dict = {}
+    for n in X.walk(e):
+        if isinstance(n, Op) and n.op == "ite" and n.width > 1:
+            seen.setdefault(X.digest(n.args[0], memo), n.args[0])
+            if len(seen) > limit:
+                return None
+    return list(seen.values())
+
+
+def with_conditions(e: Expr, values: Dict[bytes, int]) -> Expr:
+    """``e`` with every 1-bit node whose digest is in ``values`` replaced by that constant
+    (one case of a split: equal to ``e`` wherever the conditions take those values)."""
+    memo: Dict[int, Expr] = {}
+    dmemo: dict = {}
+
+    def go(n: Expr) -> Expr:
+        if id(n) in memo:
+            return memo[id(n)]
+        r = n
+        if isinstance(n, Op):
+            if n.width == 1 and X.digest(n, dmemo) in values:
+                r = Const(values[X.digest(n, dmemo)], 1)
+            else:
+                r = X.rebuild(n, tuple(go(a) for a in n.args))
+        memo[id(n)] = r
+        return r
+    return go(e)
