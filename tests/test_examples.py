@@ -111,3 +111,24 @@ def test_group_mode_batch_formula_refuted(tmp_path):
     seq = x["arrays"]["seqstart_q"]
     assert x["address"]["expected"] == int(seq["1"]) * 4
     assert x["address"]["extracted"] != x["address"]["expected"]
+
+
+def test_one_address_on_three_paths_is_proved_once_on_the_domain(tmp_path, monkeypatch):
+    """LSE and D read on three paths at one address each: D's claim is proved on the domain
+    alone, once per layout, covering its three reads; LSE's needs the path condition
+    seqlen_q < 2**20 (its base adds (seqlen_q >> 20) * head_id * 256), so the attempt on the domain
+    alone fails and each path is decided with its own conditions: proved too."""
+    import addrsim.prove.check as C
+    seen = []
+    orig = C._proved_on_domain
+
+    def spy(ctx, *a):
+        seen.append((ctx.buffer, ctx.layout, orig(ctx, *a)))
+        return seen[-1][2]
+    monkeypatch.setattr(C, "_proved_on_domain", spy)
+    rep = verify(build("lsed_three_paths", tmp_path), buffers=["lse", "d"], model_files=[MODEL],
+                 properties=["address"], min_budget_s=60)
+    for (buf, lay), c in verdicts(rep).items():
+        assert c["verdict"] == "proved", (buf, lay, c["reason"])
+    assert sorted(seen) == sorted([("d", lay, True) for lay in ("bhsd", "bshd", "sbhd")]
+                                  + [("lse", lay, False) for lay in ("bhsd", "bshd", "sbhd")])
