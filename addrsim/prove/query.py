@@ -332,7 +332,7 @@ class Query:
         # symbols the rewrites cancelled (a bounds claim's pointer): still variables of every
         # encoding, in their ranges, so every model names them and the claim evaluates
         kept = set(X.symbols(self.goal)).union(*[X.symbols(c) for c in conds])
-        self.lost = [v for k, v in sorted(X.symbols(claim).items()) if k not in kept]
+        self.lost = [v for k, v in sorted(X.symbols(claim).items()) if k not in kept and v.kind != "array"]
         for v in self.lost:
             self.enc.enc(v)
         self._spent = 0                       # units of solvers already dropped
