@@ -246,6 +246,7 @@ def test_a_counterexample_names_the_pointer_its_rewrite_cancelled():
     verdict, model, _ = q.solve()
     assert verdict == "refuted" and "P" in model and model["P"] < 1 << 47
     assert X.evaluate(claim, model) == 0
+    assert q.complete({"x": 7}) == {"x": 7, "P": 0}      # a model made without P (a wrap cover's)
 
 
 def test_a_case_of_the_split_equals_the_claim_where_its_conditions_hold():

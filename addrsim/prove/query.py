@@ -79,7 +79,7 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
         verdict, model, why = _decided_by_cover(q, cover, why, COVER_BOXES_RU)
     if verdict != "refuted":
         return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
-    model, minimal = minimize(q, model, prob, min_ru, cover)
+    model, minimal = minimize(q, q.complete(model), prob, min_ru, cover)
     return "refuted", model, None, minimal, None, q.used
 
 
@@ -352,6 +352,17 @@ class Query:
         self.cap: Optional[int] = None        # units this query may spend in all (None: each stage its own)
         self.sels = [n for e in conds + [self.goal] for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel"]
         self._reading: Dict[str, List[Expr]] = {}
+
+    def complete(self, model: Optional[dict]) -> Optional[dict]:
+        """``model`` with every symbol the rewrites cancelled (:attr:`lost`) given the low end
+        of its range where the solver that made it did not name it (a wrap cover's site
+        model): the claim then evaluates at it, with the same value (the symbol cancels)."""
+        if model is None or not self.lost:
+            return model
+        out = dict(model)
+        for v in self.lost:
+            out.setdefault(v.name, self.ranges.get(v.name, (0, 0))[0])
+        return out
 
     def conds_reading(self, name: str) -> List[Expr]:
         """The conditions that read the symbol ``name`` (memoised)."""
@@ -1039,6 +1050,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
             got = _covered(q, b, cover)        # then the wrap sites alone
             if got is not None:
                 if got[0] == "sat":
+                    got = ("sat", q.complete(got[1]))
                     found.append(got[1])
                 return got
             if cover.get("cover") is not None and a < ub:
