@@ -1,8 +1,11 @@
-"""Rewrites that hold under the upper bounds a query's conditions state: carries that cannot happen.
+"""Rewrites that hold under the bounds a query's conditions state and the ranges its solver
+calls assert: carries that cannot happen, values that cannot vary; and a stronger claim.
 
 Owns :func:`upper_bounds` (the bounds ``E < c`` / ``E <= c`` the conditions state, by
-expression), :func:`upper` (an upper bound of any expression from them) and
-:func:`without_dead_carries` (the rewrite).  May import addrsim.ir.expr only.
+expression, and the variables' ranges), :func:`interval` and :func:`upper` (bounds of any
+expression from them), :func:`without_dead_carries` (the rewrite), :func:`strengthened`
+(a claim that implies the given one) and the case split helpers :func:`ite_conditions` /
+:func:`with_conditions`.  May import addrsim.ir.expr only.
 
 A buffer access inside a loop reads its V# from a 64-bit register pair that the loop advances
 with ``s_add_u32``/``s_addc_u32``: after :func:`addrsim.ir.expr.fold_carries` its stride field
@@ -13,12 +16,15 @@ so no carry reaches bit 48 and no 48-bit sum wraps, but a bit-blasting solver ha
 out under two 64-bit multiplications by the stride (more than 45 s of Z3 and Bitwuzla for one
 obligation of the README kernel, undecided).  Rewritten, the stride field of the advanced base
 is the same term as the base's own, the products cancel as polynomials, and the obligation is
-linear.  Two rules, each an equality at every point where the conditions hold (bit-vector
-arithmetic; widths in bits):
+linear.  The rules, each an equality at every point where the conditions and ranges hold
+(bit-vector arithmetic; widths in bits):
 
 - ``extract[h:l](P + S)`` is ``extract[h:l](P)`` when S has no bit at or above l and
   ``upper(P mod 2**l) + upper(S) < 2**l`` (the low l bits do not carry);
-- ``zext(a + b)`` is ``zext(a) + zext(b)`` when ``upper(a) + upper(b) < 2**width(a)``.
+- ``zext(a + b)`` is ``zext(a) + zext(b)`` when ``upper(a) + upper(b) < 2**width(a)``;
+- an ``extract`` whose :func:`interval` is one value is that constant (the stride field of a
+  V# whose base lies below 2**47), and so is a comparison whose sides' intervals do not meet;
+- ``A + C <= B + C`` is ``A <= B`` when neither sum wraps (a bounds claim's shared pointer).
 
 The rewritten formula is decided under the same conditions, so a proof of it is a proof of
 the original; a model is always checked against the original claim (addrsim.prove.query).
@@ -231,14 +237,17 @@ def _cancel_common(r: Op, b: Bounds) -> Optional[Expr]:
             drop_y.add(js.pop())
     if not drop_x:
         return None
+    w = r.args[0].width
+    return (X.ult if r.op == "ult" else X.ule)(_sum([t for i, t in enumerate(xs) if i not in drop_x], w),
+                                               _sum([t for i, t in enumerate(ys) if i not in drop_y], w))
 
-    def total(ts, drop):
-        left = [t for i, t in enumerate(ts) if i not in drop]
-        out = left[0] if left else Const(0, r.args[0].width)
-        for t in left[1:]:
-            out = X.add(out, t)
-        return out
-    return (X.ult if r.op == "ult" else X.ule)(total(xs, drop_x), total(ys, drop_y))
+
+def _sum(ts: list, width: int) -> Expr:
+    """The sum of the terms ``ts`` (0 when there are none)."""
+    out = ts[0] if ts else Const(0, width)
+    for t in ts[1:]:
+        out = X.add(out, t)
+    return out
 
 
 def _addends(a: Expr, c: Expr):
@@ -284,17 +293,15 @@ def _strengthen(e: Expr, b: Bounds) -> Expr:
     wide = [_widened(t, b) for t in ts]
     if all(w is t for w, t in zip(wide, ts)):
         return e
-    out = wide[0]
-    for t in wide[1:]:
-        out = X.add(out, t)
+    out = _sum(wide, e.args[0].width)
     if upper(out, b) >= 1 << e.args[0].width:
         return e                      # the exact sum might wrap at 64 bits: nothing shown
     return (X.ult if e.op == "ult" else X.ule)(out, e.args[1])
 
 
 def _widened(t: Expr, b: Bounds) -> Expr:
-    """``zext(W)`` (W 32-bit, add/mul/shl-by-constant of unsigned leaves) as W over the
-    width of ``t`` with no wrap, when that provably fits; else ``t``."""
+    """``zext(W)`` (W 32-bit: add, mul and ite over unsigned leaves) as W over the width of
+    ``t`` with no wrap, when that provably fits; else ``t``."""
     if not (isinstance(t, Op) and t.op == "zext" and isinstance(t.args[0], Op)
             and t.args[0].op in ("add", "mul", "ite")):
         return t
@@ -338,10 +345,8 @@ def with_conditions(e: Expr, values: Dict[bytes, int]) -> Expr:
             return memo[id(n)]
         r = n
         if isinstance(n, Op):
-            if n.width == 1 and X.digest(n, dmemo) in values:
-                r = Const(values[X.digest(n, dmemo)], 1)
-            else:
-                r = X.rebuild(n, tuple(go(a) for a in n.args))
+            v = values.get(X.digest(n, dmemo)) if n.width == 1 else None
+            r = Const(v, 1) if v is not None else X.rebuild(n, tuple(go(a) for a in n.args))
         memo[id(n)] = r
         return r
     return go(e)

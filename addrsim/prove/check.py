@@ -40,8 +40,8 @@ from addrsim.prove.idioms import exact_divisions
 from addrsim.prove.machines import LANE
 from addrsim.prove.options import Options
 from addrsim.backends.z3_run import RU
-from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, query_key, ranges_of,
-                                 solve, violates)
+from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, proved_within, query_key,
+                                 ranges_of, solve, violates)
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
@@ -315,11 +315,9 @@ def _proved_on_domain(ctx: _Ctx, claim: Expr, expected: Expr, ranges) -> bool:
     conds += array_facts(conds + [claim, expected], prob)
     key, _, _ = _canonical_key(("domain alone", opts.arith, ctx.prop, opts.budgets()), claim, conds)
     hit = ctx.cached(key)
-    if hit is None:
-        q = Query(conds, claim, ranges, opts.query_ru, opts.arith)
-        q.cap = opts.query_ru             # every stage together: a miss costs one query's units
-        v = q.solve()[0]
-        hit = ctx.keep(key, (v == "proved", q.used), q.wallclock)
+    if hit is None:                       # every stage together: a miss costs one query's units
+        proved, used, wall = proved_within(conds, claim, ranges, opts.query_ru, opts.arith)
+        hit = ctx.keep(key, (proved, used), wall)
     ctx.spent += hit[1]
     return hit[0]
 

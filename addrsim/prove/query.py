@@ -124,16 +124,22 @@ CASE_RU = 4 * RU
 took 0.9 to 2.9 Mru)."""
 
 
-def _proved_case(q: "Query", conds, goal, ru: int = STRENGTHEN_RU) -> bool:
-    """Is ``goal`` proved under ``conds`` within ``ru`` units (all stages)?  They count in
-    ``q.used``."""
-    sub = Query(conds, goal, q.ranges, ru, q.arith)
+def proved_within(conds, goal, ranges, ru: int, arith: str) -> Tuple[bool, int, bool]:
+    """(proved, units spent, cut by the wall clock): ``goal`` under ``conds`` with every stage
+    of the query together within ``ru`` resource units.  Only a proof is read: a caller that
+    asks a stronger or narrower question than its own has no use for the models."""
+    sub = Query(conds, goal, ranges, ru, arith)
     sub.cap = ru
-    try:
-        return sub.solve()[0] == "proved"
-    finally:
-        q._spent += sub.used
-        q.wallclock = q.wallclock or sub.wallclock
+    proved = sub.solve()[0] == "proved"
+    return proved, sub.used, sub.wallclock
+
+
+def _proved_case(q: "Query", conds, goal, ru: int = STRENGTHEN_RU) -> bool:
+    """:func:`proved_within` on ``q``'s ranges; its units count in ``q.used``."""
+    proved, used, wall = proved_within(conds, goal, q.ranges, ru, q.arith)
+    q._spent += used
+    q.wallclock = q.wallclock or wall
+    return proved
 
 
 COVER_BOXES_RU = 3 * RU     # the same once the solvers left the whole query undecided
