@@ -345,3 +345,115 @@ def test_a_48_bit_base_split_into_words_is_one_sum_again():
     assert X.digest(X.fold_carries(pair)) == X.digest(s)
     other = X.concat(X.extract(s, 47, 32), X.add(off, X.extract(k, 31, 1) if False else Sym("z", 32)))
     assert X.fold_carries(other).op == "concat"
+
+
+# ----------------------------------------------------------------------------- normal forms
+
+NK, HD = Sym("nhead_k", 64, "shape"), Sym("hdim_q", 64, "shape")
+RATIO_RANGES = dict(RANGES, nhead_k=(1, 256), hdim_q=(8, 256), tid_x=(0, 1023))
+
+
+def _gqa_domain(divides=True, hdim_multiple=8):
+    conds = [X.band(X.ule(c64(1), NK), X.ule(NK, c64(256))), X.band(X.ule(c64(8), HD), X.ule(HD, c64(256))),
+             X.ult(X.zext(HID, 64), H), X.ult(X.zext(BID, 64), B)]
+    if divides:
+        conds.append(X.eq(X.urem(H, NK), c64(0)))
+    if hdim_multiple:
+        conds.append(X.eq(X.urem(HD, c64(hdim_multiple)), c64(0)))
+    return conds
+
+
+def _dk_sbhd_slice_claim(hdim_intended=HD):
+    """The dK slice base of a GQA kernel in SBHD (gfx942 bwd_hd128_bf16_a16_rtna_pddv,
+    dK/dV sized by nhead_q): the kernel adds ``BAs_kv*batch_id*ratio + Hs_kv*head_id`` (bytes;
+    BAs_kv = 2*nhead_k*hdim_q, Hs_kv = 2*hdim_q, ratio = nhead_q / nhead_k) to a lane's row
+    offset W and keeps the dword index ``floor(sum / 4)``; its base at (0, 0) reads
+    ``floor(W / 4)`` (the claim: base(b, h) == base(0, 0) + intended).  Intended: ``2*batch_id*nhead_q*hdim_q + 2*head_id*hdim_q`` bytes.  Read
+    exactly (no 32-bit wrap), which the wrap cover's E' does."""
+    tid = Sym("tid_x", 32)
+    u = u32
+    w = X.mul(X.lshr(X.and_(tid, Const(0x3c0, 32)), Const(6, 32)), X.mul(X.mul(u(B), u(H)), u(HD)))
+    ratio = u(X.udiv(H, NK))
+    bh = X.add(X.mul(X.mul(BID, X.mul(X.mul(u(NK), u(HD)), Const(2, 32))), ratio),
+               X.mul(HID, X.mul(u(HD), Const(2, 32))))
+    dword = lambda e: X.mul(X.zext(X.lshr(e, Const(2, 32)), 64), c64(4))   # noqa: E731
+    hd = hdim_intended
+    want = X.add(X.mul(X.mul(X.zext(BID, 64), X.mul(H, hd)), c64(2)), X.mul(X.mul(X.zext(HID, 64), hd), c64(2)))
+    return X.eq(dword(X.add(w, bh)), X.add(dword(w), want)), w, bh
+
+
+@pytest.mark.parametrize("divides,multiple,shown", [(True, 8, True), (False, 8, False), (True, 1, False)])
+def test_the_gqa_slice_base_is_an_identity_of_normal_forms(divides, multiple, shown):
+    """With ``nhead_q mod nhead_k == 0`` and ``hdim_q mod 8 == 0`` the two sides have one normal
+    form (nhead_q = nhead_k * ratio; the batch and head terms are multiples of 4, so they
+    leave the floor): shown with no solver once the 32-bit sums are taken exact.  Without the
+    divisibility fact, or with an odd-granular hdim_q, it is not shown (nor true)."""
+    claim, w, bh = _dk_sbhd_slice_claim()
+    conds = _gqa_domain(divides, multiple if multiple > 1 else None)
+    exact = {id(n) for n in X.walk(claim) if isinstance(n, X.Op) and n.width == 32}
+    enc = IntEncoder(RATIO_RANGES, nowrap=frozenset(exact), facts_from=conds)
+    assert enc.implied(claim, certificates=False) is shown
+
+
+def _eval_poly(p, env):
+    total = 0
+    for m, c in p.items():
+        v = c
+        for k, e in m:
+            v *= env[k] ** e
+        total += v
+    return total
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_normal_form_has_the_value_of_the_polynomial_at_every_point(seed):
+    """:func:`addrsim.ir.poly.normal` at random points of random polynomials over a quotient
+    ``q = c / d`` with ``c mod d == 0``, an atom that is a multiple of 8 and floor atoms of
+    random dividends, and two atoms known equal: the same value as the polynomial itself."""
+    rnd = random.Random(seed)
+    F = P.Facts()
+    F.divides.add(("c", "d"))
+    F.interval.update({"d": (1, 9), "c": (0, 10 ** 6), "h": (0, 10 ** 4), "x": (0, 10 ** 4)})
+    F.multiple_of("h", 8)
+    F.equate("h", "e")
+    quotients = {("c", "d"): "q"}
+    atoms = ["c", "d", "q", "h", "x", "e"]
+
+    def rand_poly(keys, lo=-40):
+        return {tuple(sorted({k: 1 for k in rnd.sample(keys, rnd.randint(0, 2))}.items(),
+                             key=repr)): rnd.randint(lo, 40) for _ in range(rnd.randint(1, 4))}
+
+    floors = {}      # a dividend is a node's value: never negative
+    for i in range(3):
+        floors[f"f{i}"] = (rand_poly(atoms + [f"f{j}" for j in range(i)], 0), rnd.choice([2, 4, 64, 3]))
+    p = rand_poly(atoms + list(floors))
+    for _ in range(30):
+        d, q, h8 = rnd.randint(1, 9), rnd.randint(0, 50), rnd.randint(0, 30)
+        env = {"d": d, "q": q, "c": d * q, "h": 8 * h8, "e": 8 * h8, "x": rnd.randint(0, 10 ** 4)}
+        for k, (x, dv) in floors.items():
+            env[k] = _eval_poly(x, env) // dv
+        n = P.normal(p, F, floors, quotients)
+        assert n is not None
+        assert _eval_poly(n, _NormalEnv(env)) == _eval_poly(p, env)
+
+
+class _NormalEnv(dict):
+    """Values of a normal form's atoms: ("div", a, g) is a / g, ("floor", A, d) is
+    floor(A / d), evaluated on demand (A may hold floors itself)."""
+
+    def __missing__(self, k):
+        if k[0] == "div":
+            return self[k[1]] // k[2]
+        return _eval_poly(dict(k[1]), self) // k[2]
+
+
+@pytest.mark.parametrize("equal", [True, False])
+def test_the_dv_slice_base_reads_hdim_q_where_the_contract_says_hdim_v(equal):
+    """dV's intended strides are in hdim_v, the kernel's in hdim_q: one normal form when the
+    domain says ``hdim_q == hdim_v`` (the family's trait), none without it."""
+    hv = Sym("hdim_v", 64, "shape")
+    claim, _, _ = _dk_sbhd_slice_claim(hv)
+    conds = _gqa_domain() + ([X.eq(HD, hv)] if equal else [])
+    exact = {id(n) for n in X.walk(claim) if isinstance(n, X.Op) and n.width == 32}
+    enc = IntEncoder(dict(RATIO_RANGES, hdim_v=(8, 256)), nowrap=frozenset(exact), facts_from=conds)
+    assert enc.implied(claim, certificates=False) is equal

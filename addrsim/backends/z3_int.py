@@ -63,6 +63,7 @@ class IntEncoder:
         self._dmemo: dict = {}
         self._urem: Dict[object, tuple] = {}      # atom key of a urem node -> (dividend key, divisor key)
         self._udiv: Dict[object, tuple] = {}      # the same for udiv nodes
+        self._floors: Dict[object, tuple] = {}    # atom key of floor(x / d), d a constant -> (poly of x, d)
         self.signed: Dict[int, P.Poly] = {}      # id(node) -> exact signed value of a wrapped node
         self._urem_by: Dict[object, tuple] = {}   # atom key of a urem by a constant -> (dividend key, constant)
         self.nowrap_by_facts = 0                  # nodes kept without mod thanks to the facts
@@ -168,6 +169,7 @@ class IntEncoder:
             F.dominate(a, b, -1 if op == "ult" else 0)
             if op == "eq":
                 F.dominate(b, a, 0)
+                F.equate(a, b)
         if set(pb) <= {()}:
             k = pb.get((), 0)
             if op in ("ule", "eq") or k > 0:
@@ -243,7 +245,7 @@ class IntEncoder:
             return False
         if c.op == "eq":
             if want:
-                return pa == pb
+                return pa == pb or self._same_normal(pa, pb)
             d = P.add(pb, pa, -1)
             lo, hi = self.facts.bound(d) if d is not None else (0, 0)
             return lo >= 1 or hi <= -1
@@ -257,6 +259,14 @@ class IntEncoder:
         if not self._certify:
             return self.facts.bound(d)[0] >= need
         return self._certified(d, need, MAX_SPLITS)
+
+    def _same_normal(self, pa: P.Poly, pb: P.Poly) -> bool:
+        """Are ``pa`` and ``pb`` equal in every model by their normal forms
+        (:func:`addrsim.ir.poly.normal`: the GQA ratio's dividend as divisor times quotient,
+        multiples of a constant, floors split at their divisor)?"""
+        quotients = {v: k for k, v in self._udiv.items()}
+        na = P.normal(pa, self.facts, self._floors, quotients)
+        return na is not None and na == P.normal(pb, self.facts, self._floors, quotients)
 
     def _certified(self, d: P.Poly, need: int, splits: int) -> bool:
         """``d >= need`` by a certificate, or, failing that, in both cases of an ``ite`` atom
@@ -331,6 +341,8 @@ class IntEncoder:
             return fits
         if not force and id(self._cur) in self.nowrap:
             self.side += [t >= 0, t < m]             # proved separately not to wrap
+            if poly is not None and self._cur is not None:
+                self.polys[id(self._cur)] = poly     # so its value is its exact polynomial
             return t, max(lo, 0), min(hi, m - 1)
         if not force and self._cur is not None:
             self.wrapped.append((self._cur, t, w))
@@ -556,7 +568,10 @@ def _lshr(enc, n, A, w):
     if s >= w:
         return z3.IntVal(0), 0, 0              # the whole value shifted out
     if s:
-        _quotient_defined(enc, n, enc.poly(n.args[0]) if enc.facts is not None else None, P.const(1 << s))
+        x = enc.poly(n.args[0]) if enc.facts is not None else None
+        _quotient_defined(enc, n, x, P.const(1 << s))
+        if x is not None:
+            enc._floors[enc.key(n)] = (x, 1 << s)
     return (a / (1 << s) if s else a), al >> s, ah >> s
 
 
@@ -681,6 +696,8 @@ def _udiv(enc, n, A, w):
     if bl > 0:
         if enc.facts is not None:
             _quotient_defined(enc, n, enc.poly(n.args[0]), enc.poly(n.args[1]))
+            if isinstance(n.args[1], Const) and enc.poly(n.args[0]) is not None:
+                enc._floors[enc.key(n)] = (enc.poly(n.args[0]), n.args[1].value)
         lo = al // max(bh, 1)
         if enc.facts is not None:
             lo = max(lo, _quotient_facts(enc, n, al, bl))

@@ -93,6 +93,69 @@ def substitute(p: Poly, key, q: Poly) -> Optional[Poly]:
     return out
 
 
+def canon(p: Poly) -> tuple:
+    """A hashable form of ``p``, the same for equal polynomials."""
+    return tuple(sorted(p.items(), key=repr))
+
+
+def normal(p: Optional[Poly], facts: "Facts", floors: Dict[object, Tuple[Poly, int]],
+           quotients: Dict[Tuple[object, object], object], depth: int = 0) -> Optional[Poly]:
+    """``p`` in a normal form equal to it in every model of the conditions behind ``facts``,
+    so that two polynomials equal there more often have the same form:
+
+    - a dividend ``c`` with ``c mod d == 0`` (``facts.divides``), ``d >= 1`` and a quotient
+      atom ``q = floor(c / d)`` (``quotients[(c, d)]``) is ``d*q`` (the GQA ratio: ``nhead_q``
+      is ``nhead_k * (nhead_q / nhead_k)``);
+    - atoms known equal (``facts.same``: ``hdim_q == hdim_v``) are one atom;
+    - an atom ``a`` that is a multiple of g > 1 (``facts.gran``) is ``g * a'``, ``a'`` the
+      atom ``("div", a, g)``;
+    - a floor atom ``floor(x / d)`` (``floors[key] = (x, d)``, d a constant >= 1, x the exact
+      polynomial of the dividend) is ``K + floor(A / d)`` where ``x = d*K + A`` splits each
+      coefficient c into ``d*(c // d) + c mod d`` (exact: every atom is an integer); the
+      floor of A is 0 when the facts bound A inside [0, d), else the atom
+      ``("floor", canon(A), d)``, one for every dividend with the same normal form (the
+      floor of a slice offset read by both sides of a claim, ``4*floor(x/4)`` with x a
+      multiple of 4: x).
+
+    Units: those of ``p``.  None past the size limits (MAX_TERMS, MAX_DEGREE) or below
+    depth 8 of nested floors."""
+    if p is None or depth > 8:
+        return None
+    out: Poly = {}
+    for m, c in p.items():
+        term: Optional[Poly] = const(c)
+        for k, e in m:
+            f = _normal_atom(k, facts, floors, quotients, depth)
+            for _ in range(e):
+                term = mul(term, f) if term is not None and f is not None else None
+        out = add(out, term) if term is not None and out is not None else None
+        if out is None:
+            return None
+    return out
+
+
+def _normal_atom(k, facts: "Facts", floors, quotients, depth: int) -> Optional[Poly]:
+    """The normal form of the atom ``k`` (:func:`normal`)."""
+    k = facts.rep(k)
+    for (c, d), q in quotients.items():
+        if facts.rep(c) == k and (c, d) in facts.divides and facts.iv(d)[0] >= 1:
+            return mul(_normal_atom(d, facts, {}, {}, depth), atom(q))
+    if k in floors:
+        x, d = floors[k]
+        nx = normal(x, facts, floors, quotients, depth + 1)
+        if nx is None:
+            return atom(k)
+        whole = {m: c // d for m, c in nx.items() if c // d}
+        rest = {m: c % d for m, c in nx.items() if c % d}
+        if rest:
+            lo, hi = facts.bound(rest)
+            if not (0 <= lo and hi < d):
+                return add(whole, atom(("floor", canon(rest), d)))
+        return whole
+    g = facts.gran.get(k, 1)
+    return scale(atom(("div", k, g)), g) if g > 1 else atom(k)
+
+
 def single_atom(p: Optional[Poly]):
     """The atom key when ``p`` is exactly one atom (coefficient 1), else None."""
     if p and len(p) == 1:
@@ -116,6 +179,7 @@ class Facts:
         self.nonneg: List[Poly] = []          # polynomials >= 0 in every model (certificates)
         self._nonneg_seen = set()
         self.gran: Dict[object, int] = {}     # atom -> a constant that divides it in every model
+        self.same: Dict[object, object] = {}  # atom -> an atom equal to it (a union-find forest)
 
     def copy(self) -> "Facts":
         """An independent copy (for facts that hold in one case of a split)."""
@@ -127,6 +191,7 @@ class Facts:
         f.nonneg = list(self.nonneg)
         f._nonneg_seen = set(self._nonneg_seen)
         f.gran = dict(self.gran)
+        f.same = dict(self.same)
         return f
 
     # ------------------------------------------------------------------ learning
@@ -152,10 +217,30 @@ class Facts:
                 continue
             self.mono.append((dict(m), room // c))
 
+    def equate(self, a, b) -> None:
+        """Record ``a == b`` (``hdim_q == hdim_v``): both get one representative, the
+        smaller by ``repr`` (the same in every run), with both granularities."""
+        ra, rb = self.rep(a), self.rep(b)
+        if ra != rb:
+            keep, other = sorted((ra, rb), key=repr)
+            self.same[other] = keep
+            g = math.lcm(self.gran.get(keep, 1), self.gran.get(other, 1))
+            if g > 1:
+                self.gran[keep] = g
+
+    def rep(self, key):
+        """The representative of the atoms known equal to ``key``."""
+        while key in self.same:
+            key = self.same[key]
+        return key
+
     def multiple_of(self, key, g: int) -> None:
         """Record that the atom ``key`` is a multiple of the constant ``g`` (``key mod g == 0``)."""
         if g > 1:
             self.gran[key] = math.lcm(self.gran.get(key, 1), g)
+            r = self.rep(key)
+            if r != key:
+                self.gran[r] = math.lcm(self.gran.get(r, 1), g)
 
     def mono_gran(self, m: Mono) -> int:
         """A constant that divides the monomial ``m`` in every model (product of its atoms'
