@@ -51,6 +51,7 @@ class IntEncoder:
         self.keep = keep
         self.nowrap = nowrap          # ids of nodes proved (separately) to stay in range
         self.wrapped = []             # (node, unwrapped term, width) of every ``mod`` emitted
+        self.exact = set()            # ids of nodes shown inside their width (intervals, facts)
         self._cur = None
         self.vars: Dict[str, z3.ArithRef] = {}
         self.side = []
@@ -335,9 +336,13 @@ class IntEncoder:
         if lo >= 0 and hi < m:
             if poly is not None and self._cur is not None:
                 self.polys[id(self._cur)] = poly
+            if not force:
+                self.exact.add(id(self._cur))
             return t, lo, hi
         fits = self._fits(t, lo, hi, w, poly)
         if fits is not None:
+            if not force:
+                self.exact.add(id(self._cur))
             return fits
         if not force and id(self._cur) in self.nowrap:
             self.side += [t >= 0, t < m]             # proved separately not to wrap

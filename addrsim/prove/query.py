@@ -150,9 +150,25 @@ a piece left undecided at 0.5 Mru cost as much as ten decided ones (gfx942 a16_r
 SBHD, 2026-12-03)."""
 
 
-SPLIT_ORDER = ("batch", "nhead_q", "seqlen_q")
+SPLIT_ORDER = ("batch", "nhead_q", "seqlen_q", "seqlen_k")
 """The shape variables a box of the wrap cover is split along, in turn (the order in which a
-minimal counterexample fixes them)."""
+minimal counterexample fixes them), each only where the claim reads it (:func:`_split_vars`)."""
+
+
+def _split_vars(q: "Query") -> List[str]:
+    """The variables of SPLIT_ORDER that ``q``'s goal reads, directly or through a condition
+    on one of its workgroup ids, tile or lane variables (``kv_tile < ceil(seqlen_k / 192)``
+    makes seqlen_k matter where the goal reads kv_tile): cutting along any other variable
+    leaves every piece as hard as the box (gfx942 a32_rtna_psskddv dV SBHD, whose wrap needs
+    a long seqlen_k, was cut 21 times along seqlen_q per nhead_q box)."""
+    goal = set(X.symbols(q.goal))
+    local = goal - set(ORDER)
+    read = set(goal)
+    for c in q.conds:
+        cs = set(X.symbols(c))
+        if cs & local:
+            read |= cs
+    return [v for v in SPLIT_ORDER if v in read and v in q.ranges and v in q.enc.vars]
 
 
 def _geometric(lo: int, hi: int) -> List[Tuple[int, int]]:
@@ -166,13 +182,22 @@ def _geometric(lo: int, hi: int) -> List[Tuple[int, int]]:
 
 
 def _sub_boxes(q: "Query", box: Dict[str, Tuple[int, int]]) -> List[Dict[str, Tuple[int, int]]]:
-    """``box`` cut along the first variable of SPLIT_ORDER that the query reads and ``box``
-    does not bound yet (:func:`_geometric` over its range): a partition of ``box``, so a claim
-    that holds in every piece holds in ``box``.  Empty when no variable is left to cut."""
-    for v in SPLIT_ORDER:
-        if v in box or v not in q.ranges or v not in q.enc.vars:
-            continue
-        return [dict(box, **{v: r}) for r in _geometric(*q.ranges[v])]
+    """``box`` cut along the first variable of SPLIT_ORDER that the query reads
+    (:func:`_split_vars`) and ``box`` does not bound yet (:func:`_geometric` over its range);
+    once every one is bounded, the first that is not a single value is halved (Bitwuzla finds
+    a wrap of ``R*row mod 2**32`` into a head's window at one nhead_q, not over a range of
+    them).  A partition of ``box``, so a claim that holds in every piece holds in ``box``.
+    Empty when every variable is a single value."""
+    if q.split_vars is None:
+        q.split_vars = _split_vars(q)
+    for v in q.split_vars:
+        if v not in box:
+            return [dict(box, **{v: r}) for r in _geometric(*q.ranges[v])]
+    for v in q.split_vars:        # every one cut: halve the first that is not one value yet
+        lo, hi = box[v]
+        if lo < hi:
+            mid = (lo + hi) // 2
+            return [dict(box, **{v: (lo, mid)}), dict(box, **{v: (mid + 1, hi)})]
     return []
 
 
@@ -328,6 +353,7 @@ class Query:
                 self.goal = cancelled(self.goal)
         self.use_facts = facts and arith != "int"
         self._plain_tried = not self.use_facts
+        self.split_vars: Optional[List[str]] = None   # the wrap cover's cut order (_split_vars)
         self.keep = kept_wraps(conds + [claim]) if arith == "int" else frozenset()
         self.enc = self._encoder()
         if self.use_facts:
