@@ -190,7 +190,7 @@ def test_the_wrap_cover_says_unsat_only_where_nothing_fails():
     ranges = dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20))
     q = Query(conds, claim, ranges, 10 ** 7)
     cov, used = wrap_cover(q)
-    assert cov is not None and used > 0
+    assert cov is not None and used == 0       # E' shown by normal forms (addrsim.ir.poly.normal)
     assert {n.op for n, _, _ in cov.sites} <= {"add", "mul"}
     check = lambda m: violates(conds, claim, m)  # noqa: E731
     assert cov.attempt({"batch": (1, 1)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
@@ -292,7 +292,9 @@ def test_an_undecided_box_is_cut_along_nhead_q_then_seqlen_q():
     assert all(b["batch"] == (1, 1) for b in boxes)
     deeper = QM._sub_boxes(q, boxes[4])
     assert [b["seqlen_q"] for b in deeper][-1] == (1 << 20, 1 << 20) and deeper[0]["nhead_q"] == (16, 31)
-    assert QM._sub_boxes(q, deeper[0]) == []
+    halves = QM._sub_boxes(q, deeper[0])          # every variable cut: nhead_q is halved
+    assert [b["nhead_q"] for b in halves] == [(16, 23), (24, 31)] and all(b["seqlen_q"] == (1, 1) for b in halves)
+    assert QM._sub_boxes(q, {"batch": (1, 1), "nhead_q": (16, 16), "seqlen_q": (1, 1)}) == []
 
     asked = []
 
@@ -314,8 +316,10 @@ def test_an_undecided_box_is_cut_along_nhead_q_then_seqlen_q():
         assert QM._decided_by_cover(q, {}, "gave up", 10 ** 12)[0] == "proved"
         leaves = [b for b in asked if "seqlen_q" in b]
         assert len(leaves) == len(_geometric_count(64)) * 8 * 21     # every piece of every level
-        QM._covered = lambda q_, box, memo, ru=0: (memo.__setitem__("cover", object()), None)[1]
+        asked.clear()
+        QM._covered = lambda q_, box, memo, ru=0: (memo.__setitem__("cover", object()), asked.append(box))[0]
         assert QM._decided_by_cover(q, {}, "gave up", 10 ** 12)[0] == "unknown"   # a leaf left undecided
+        assert len(asked) == QM.COVER_MAX_BOXES          # halving stops at the box count
     finally:
         QM._covered = orig
 
@@ -350,3 +354,47 @@ def test_an_attempt_spends_at_most_its_cap():
     verdict, _, _ = q.solve_within({"batch": (2, 1 << 31)}, ru, ru // 2)
     assert verdict in ("unknown", "proved")
     assert q.used <= ATTEMPT_CAP * ru + BZLA_RU_PER_CALL
+
+
+def test_the_cover_cuts_only_along_variables_the_claim_reads():
+    """A wrap of ``256*kv_tile*nhead_q`` with ``kv_tile < seqlen_k/192`` (a kernel whose K rows
+    do not depend on seqlen_q): boxes are cut along batch, nhead_q and seqlen_k, never
+    seqlen_q, which would leave every piece as hard as the box."""
+    import addrsim.prove.query as QM
+    kv, sk = Sym("kv_tile", 32, "id"), Sym("seqlen_k", 64, "shape")
+    claim = _u32_wrap(256, B, H, X.zext(kv, 64))
+    conds = [X.ule(Const(1, 64), B), X.ult(X.zext(kv, 64), X.udiv(sk, Const(192, 64))), X.ule(Const(1, 64), S)]
+    q = Query(conds, claim, dict(_ranges(1 << 20), seqlen_k=(1, 1 << 20), kv_tile=(0, 1 << 20)), 10 ** 7)
+    assert QM._split_vars(q) == ["batch", "nhead_q", "seqlen_k"]
+
+
+def _row_window_claim(limit_rows=None):
+    """A lane's dK offset in 32 bits: rows ``64*kv_tile + tid_x/16`` of stride
+    ``R = 256*nhead_q`` bytes plus the head's ``256*head_id`` (< R); the claim that the sum
+    does not carry out of 32 bits.  It fails only where a row's offset lies within one head
+    window below 2**32: a thin band (one row in 2**32 / R) that the crossing probe reaches
+    by bisecting the tile."""
+    kv, tid, sk = Sym("kv_tile", 32, "id"), Sym("tid_x", 32, "lane"), Sym("seqlen_k", 64, "shape")
+    r32 = X.mul(X.extract(H, 31, 0), Const(256, 32))
+    w = X.add(X.mul(kv, X.mul(r32, Const(64, 32))), X.mul(X.lshr(tid, Const(4, 32)), r32))
+    bh = X.mul(HID, Const(256, 32))
+    claim = X.eq(X.zext(X.add(w, bh), 64), X.add(X.zext(w, 64), X.zext(bh, 64)))
+    conds = [X.ule(Const(1, 64), H), X.ule(Const(1, 64), sk), X.ult(X.zext(HID, 64), H),
+             X.ult(X.zext(kv, 64), X.udiv(X.add(sk, Const(63, 64)), Const(64, 64))), X.ult(tid, Const(64, 32))]
+    if limit_rows:
+        conds.append(X.ule(X.mul(sk, H), Const(limit_rows, 64)))
+    ranges = {"nhead_q": (1, 256), "seqlen_k": (1, 1 << 20), "head_id": (0, 255), "kv_tile": (0, 1 << 20),
+              "tid_x": (0, 1023)}
+    return conds, claim, ranges
+
+
+def test_the_crossing_probe_finds_a_head_window_across_2_to_the_32():
+    from addrsim.prove.probe import crossing
+    conds, claim, ranges = _row_window_claim()
+    grid = {"batch": "batch_id", "head": "head_id", "tile": "kv_tile", "lane": "tid_x"}
+    wraps = [n for n in X.walk(claim) if isinstance(n, X.Op) and n.op in ("add", "mul") and n.width == 32]
+    m = crossing(conds, claim, wraps, ranges, grid)
+    assert m is not None and violates(conds, claim, m)
+    assert m["seqlen_k"] * m["nhead_q"] * 256 > 1 << 32          # only a tensor past 4 GiB
+    conds, claim, ranges = _row_window_claim(limit_rows=(1 << 24) - 1)
+    assert crossing(conds, claim, wraps, ranges, grid) is None       # none where none exists

@@ -395,3 +395,97 @@ def shrink(conds: List[Expr], claim: Expr, ranges: Dict[str, Tuple[int, int]], o
                 vector = False
         found = next((t for t in trials if _holds(conds, claim, t, keep)), found)
     return found
+
+
+CROSS_POINTS = 48
+"""Shapes the crossing probe (:func:`crossing`) starts from, per call."""
+
+
+def exact_term(n: Expr) -> Optional[Expr]:
+    """The exact (unwrapped) value of a 32-bit ``add``/``mul``/``shl`` node as a 64-bit
+    expression over its operands' machine values, or None for another node."""
+    if not isinstance(n, X.Op) or n.width != 32 or n.op not in ("add", "mul", "shl"):
+        return None
+    a, b = (X.zext(x, 64) for x in n.args)
+    return {"add": X.add, "mul": X.mul, "shl": X.shl}[n.op](a, b)
+
+
+def crossing(conds, claim, nodes: Sequence[Expr], ranges: Dict[str, Tuple[int, int]], grid: Dict[str, str],
+             seed: int = 0, arrays=None) -> Optional[Dict[str, int]]:
+    """A counterexample where one of the 32-bit ``nodes`` (the wrap sites of a query) first
+    leaves its width as the tile grows, or None.  From shapes sampled in ``ranges`` (the
+    box; the workgroup ids at their last values, so the batch and head offsets are largest),
+    the tile is raised to the last one each shape launches, then bisected to the last tile
+    at which the node's exact value is below 2**32; that tile and the next are tried with
+    every lane.  This finds the thin bands a solver misses: a dK row offset ``R*row`` whose
+    32-bit sum with a head offset crosses 2**32 only within one row of the tensor (gfx942
+    a32_rtna_psskddv dV SBHD).  Every point is checked by evaluation, as the probe's are.
+    Raises nothing: an expression numpy does not evaluate gives None."""
+    terms = [t for t in (exact_term(n) for n in nodes) if t is not None]
+    tile, lane = grid["tile"], grid["lane"]
+    syms = {}
+    for e in list(conds) + [claim]:
+        syms.update({s.name: s for s in X.symbols(e).values()})
+    if not terms or tile not in syms or lane not in syms or any(s.kind == "array" for s in syms.values()):
+        return None
+    rnd = random.Random(seed)
+
+    def rng(n):
+        s = syms.get(n)
+        return ranges.get(n, (0, X.mask(s.width) if s is not None else 0))
+
+    envs = []
+    for i in range(CROSS_POINTS):
+        env = _sample(rnd, rng, syms, grid)
+        for n in ("batch", "nhead_q", "hdim_q"):    # the strides: many values (the band's
+            if n in env:                            # place is a residue of the row stride)
+                env[n] = rng(n)[1] if i == 0 else rnd.randint(*rng(n))
+        env["hdim_q"] = max(env["hdim_q"] // 8 * 8, rng("hdim_q")[0])
+        for n in ("seqlen_q", "seqlen_k"):          # the sequences long: the most rows
+            if n in env and i % 4:
+                env[n] = rng(n)[1]
+        env["hdim_v"] = min(max(env["hdim_q"], rng("hdim_v")[0]), rng("hdim_v")[1])
+        if env["nhead_q"] % max(env["nhead_k"], 1):
+            env["nhead_k"] = env["nhead_q"] if i % 4 < 2 else 1
+        env[grid["batch"]], env[grid["head"]] = max(env["batch"], 1) - 1, max(env["nhead_q"], 1) - 1
+        for n, s in syms.items():
+            if s.kind == "opaque":
+                env[n] = rng(n)[1]                  # EXEC: every lane active
+        envs.append(env)
+    try:
+        return _crossing_vector(conds, claim, terms, envs, grid, rng(tile)[1], rng(lane)[1], seed)
+    except NoVec:
+        return None
+
+
+def _crossing_vector(conds, claim, terms, envs, grid, tile_hi, lane_hi, seed):
+    tile, lane = grid["tile"], grid["lane"]
+    b = _Batch(conds, claim, envs)
+    ok = _repair_all(b, grid, b.fits(), np.random.default_rng(seed))
+    if not ok.any():
+        return None
+    _last_tiles(b, ok, tile, tile_hi)
+    rows = np.flatnonzero(ok)
+    tiles = set()
+    for t in terms:
+        lo, hi = np.zeros(b.n, dtype=np.uint64), b.env[tile].copy()
+        while True:                     # the last tile at which t is below 2**32
+            live = ok & (lo < hi)
+            if not live.any():
+                break
+            mid = np.where(live, lo + (hi - lo + U(1)) // U(2), lo)
+            below = np.asarray(vec(t, dict(b.env, **{tile: mid}), {}, [0])) < U(1 << 32)
+            lo = np.where(live & below, mid, lo)
+            hi = np.where(live & ~below, mid - U(1), hi)
+        tiles |= {(int(r), int(lo[r]) + d) for r in rows for d in (0, 1)}
+    pairs = sorted(tiles)
+    lanes = np.arange(min(lane_hi, 1023) + 1, dtype=np.uint64)
+    k = len(lanes)
+    idx = np.array([r for r, _ in pairs])
+    env = {n: np.repeat(v[idx], k) for n, v in b.env.items()}
+    env[tile] = np.repeat(np.array([t for _, t in pairs], dtype=np.uint64), k)
+    env[lane] = np.tile(lanes, len(pairs))
+    c = _Batch.__new__(_Batch)
+    c.conds, c.claim, c.arrays, c.env, c.n = conds, claim, {}, env, len(env[tile])
+    hit = np.flatnonzero(c.fails())
+    return c.point(int(hit[0])) if len(hit) else None

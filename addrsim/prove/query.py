@@ -27,7 +27,7 @@ from addrsim.ir.bounded import ite_conditions, strengthened, with_conditions, wi
 from addrsim.prove.idioms import drop_zero_guards
 from addrsim.ir.poly import cancelled, ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
-from addrsim.prove.probe import _Batch, _last_tiles, probe, shrink, uniform_arrays
+from addrsim.prove.probe import _Batch, _last_tiles, crossing, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
 from addrsim.backends.z3_bv import holds_bv, to_bv
 from addrsim.backends.z3_int import IntEncoder
@@ -74,7 +74,7 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
     if arith == "bv" and not q.identity and _proved_strengthened(q):
         return "proved", None, None, True, None, q.used
     verdict, model, why = q.solve()
-    cover: dict = {}
+    cover: dict = {"grid": names}
     if verdict == "unknown" and arith == "bv" and not q.wallclock:
         verdict, model, why = _decided_by_cover(q, cover, why, COVER_BOXES_RU)
     if verdict != "refuted":
@@ -209,6 +209,11 @@ def _batch_boxes(q: "Query") -> List[Dict[str, Tuple[int, int]]]:
     return [{"batch": r} for r in _geometric(*q.ranges["batch"])]
 
 
+COVER_MAX_BOXES = 2048
+"""Most boxes one cover decision visits (with the units, a bound that holds when boxes cost
+nothing: decided by the encoding over their ranges, or in a test's stub)."""
+
+
 def _decided_by_cover(q: "Query", memo: dict, why: str, budget_ru: int):
     """The bit-vector query ``q`` that the solvers left undecided (``why``), decided by its
     wrap cover (:mod:`addrsim.prove.cover`) box by box: first over the batch
@@ -222,11 +227,12 @@ def _decided_by_cover(q: "Query", memo: dict, why: str, budget_ru: int):
     none does), else still "unknown" (``why``, and what the cover could not tell).  Pieces
     start while less than ``budget_ru`` resource units are spent (the first one always);
     they count in ``q.used``."""
-    start, undecided, first = q.used, False, True
+    start, undecided, first, boxes = q.used, False, True, 0
     stack = list(reversed(_batch_boxes(q)))
     while stack:
         box = stack.pop()
-        if not first and q.used - start >= budget_ru:
+        boxes += 1
+        if not first and (q.used - start >= budget_ru or boxes > COVER_MAX_BOXES):
             undecided = True
             break
         first = False
@@ -1034,6 +1040,11 @@ def _covered(q: Query, box, memo: dict, bzla_ru: int = SITE_BZLA_RU):
     finally:
         q._spent += cov.used - before
         q.wallclock = q.wallclock or cov.base.wallclock     # an answer cut by time is never cached
+    if got == "unknown" and memo.get("grid"):
+        # the thin band of a tile offset crossing 2**32, by evaluation (no solver units)
+        m = crossing(q.conds, q.claim, [n for n, _, _ in q.enc.wrapped], dict(q.ranges, **box), memo["grid"])
+        if m is not None and _in_box(m, box):
+            return "sat", m
     return None if got == "unknown" else (got, m)
 
 
@@ -1060,7 +1071,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
     names["arrays"] = arrays
     spent = lambda: q.used - start >= budget_ru  # noqa: E731
     minimal = True
-    cover = {} if cover is None else cover
+    cover = {"grid": pnames} if cover is None else cover
     found = [model]          # counterexamples seen (each checked by evaluation): a box holding one is sat
     for var in order:
         if var not in model:
