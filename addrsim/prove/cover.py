@@ -22,6 +22,11 @@ A model of a site obligation is a counterexample only if it breaks the claim whe
 (:func:`addrsim.prove.query.violates`); otherwise the cover says "unknown" and the caller asks
 the whole query.
 
+E' is first tried without a solver, by normal forms of both sides (:func:`addrsim.ir.poly.normal`:
+the GQA ratio, multiples, equal shape variables, floors split at their divisor).  In a box,
+a site that the query's encoding over the box's ranges keeps inside its width (intervals and
+facts) is unsat there with no solver call (:meth:`WrapCover._exact_in`).
+
 S starts as every wrapped node of an operator with a site form (add, sub, mul, shl by a
 constant, a truncating extract), less the low halves of multiword values
 (:func:`addrsim.backends.ideal.kept_wraps`).  A site whose obligation is undecided, or whose

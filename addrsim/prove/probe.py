@@ -7,6 +7,9 @@ against every domain constraint and path condition by evaluation, so a point it 
 real counterexample of the query); then it shrinks the point one variable at a time, in the
 order of :data:`addrsim.prove.query.ORDER`, keeping it a counterexample.  A probe never proves
 anything: when it finds nothing, the solver decides.
+
+:func:`crossing` is the probe of one box of a wrap cover (addrsim.prove.cover): the tile
+bisected to where a 32-bit site leaves its width, every lane tried there.
 """
 from __future__ import annotations
 
