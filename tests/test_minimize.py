@@ -398,3 +398,36 @@ def test_the_crossing_probe_finds_a_head_window_across_2_to_the_32():
     assert m["seqlen_k"] * m["nhead_q"] * 256 > 1 << 32          # only a tensor past 4 GiB
     conds, claim, ranges = _row_window_claim(limit_rows=(1 << 24) - 1)
     assert crossing(conds, claim, wraps, ranges, grid) is None       # none where none exists
+
+
+def test_an_overflow_with_a_free_cover_is_decided_before_the_whole_query(monkeypatch):
+    """The dK row-window overflow: its cover is shown by normal forms (no solver), so the
+    cover decides it (the crossing probe finds the band) before Z3 or Bitwuzla see the whole
+    formula, and the counterexample breaks the claim when evaluated."""
+    import types
+    import addrsim.prove.query as QM
+    conds, claim, ranges = _row_window_claim()
+    prob = types.SimpleNamespace(grid={"z": Sym("batch_id", 32, "id"), "y": HID, "x": Sym("kv_tile", 32, "id")},
+                                 array_specs=None)
+    monkeypatch.setattr(QM, "probe", lambda *a, **k: None)        # not found by the sampled probe
+    monkeypatch.setattr(QM.Query, "solve", lambda self, *a, **k: pytest.fail("the whole query was asked"))
+    verdict, model, _, _, _, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, prob, 0)
+    assert verdict == "refuted" and violates(conds, claim, model)
+
+
+def test_a_box_whose_sites_cannot_wrap_there_costs_no_solver_call():
+    """The row-window overflow in a box of short sequences (seqlen_k <= 4095: at most
+    4095 rows of at most 65536 bytes): the encoding over the box's ranges keeps every site
+    inside 32 bits, so the cover says "unsat" there with no units spent; the whole domain
+    is not such a box."""
+    from addrsim.prove.cover import wrap_cover
+    from addrsim.prove.query import BZLA_RU_PER_CALL
+    conds, claim, ranges = _row_window_claim()
+    q = Query(conds, claim, ranges, 10 ** 7)
+    cov, _ = wrap_cover(q)
+    check = lambda m: violates(conds, claim, m)  # noqa: E731
+    before = cov.used
+    assert cov.attempt({"seqlen_k": (1, 4095)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
+    assert cov.used == before
+    sites = {id(n) for n, _, _ in cov.sites}
+    assert sites - cov._exact_in({"seqlen_k": (1, 1 << 20)})

@@ -221,11 +221,12 @@ def site_bv(n: Expr, memo) -> Optional[z3.BoolRef]:
     return None
 
 
-def wrap_cover(q) -> Tuple[Optional[WrapCover], int]:
+def wrap_cover(q, free_only: bool = False) -> Tuple[Optional[WrapCover], int]:
     """(the cover of the bit-vector Query ``q``, resource units spent building it).  The
     cover is None when there is none: int mode, no wrapped node, or the claim not shown
     without the candidates' wraps (E' not unsat within COVER_RU: the bug is not an
-    overflow, or the solver could not tell)."""
+    overflow, or the solver could not tell; with ``free_only``, E' not shown by normal
+    forms, without a solver)."""
     if q.arith != "bv" or not q.enc.wrapped:
         return None, 0
     keep = kept_wraps(q.conds + [q.goal])
@@ -233,17 +234,19 @@ def wrap_cover(q) -> Tuple[Optional[WrapCover], int]:
              if id(n) not in keep and n.op in SITE_OPS and (n.op != "shl" or isinstance(n.args[1], Const))]
     if not cands:
         return None, 0
-    ok, used = _without(q, cands, COVER_RU)
+    ok, used = _without(q, cands, 0 if free_only else COVER_RU)
     return (WrapCover(q, cands) if ok else None), used
 
 
 def _without(q, sites, rlimit: int) -> Tuple[bool, int]:
     """Is the query unsat once the ``mod`` of every node of ``sites`` is dropped (E')?
-    (answer, units spent)."""
+    (answer, units spent; ``rlimit`` 0: by normal forms only, no solver)."""
     ids = frozenset(id(n) for n, _, _ in sites) | frozenset(q.enc.nowrap)
     e2 = IntEncoder(q.ranges, nowrap=ids, facts_from=q.conds if q.use_facts else None)
     if e2.facts is not None and e2.implied(q.goal, certificates=False):
         return True, 0          # the same normal form on both sides (addrsim.ir.poly.normal)
+    if rlimit <= 0:
+        return False, 0
     iso = Isolated()
     iso.add(*[e2.holds(c) for c in q.conds], e2.enc(q.goal) == 0, *e2.side)
     r, _ = iso.check(rlimit)

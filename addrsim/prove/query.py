@@ -73,14 +73,37 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
         return "refuted", model, None, minimal, None, q.used
     if arith == "bv" and not q.identity and _proved_strengthened(q):
         return "proved", None, None, True, None, q.used
-    verdict, model, why = q.solve()
     cover: dict = {"grid": names}
+    verdict, model, why = _early_cover(q, cover)
+    if verdict == "unknown":
+        verdict, model, why = q.solve()
     if verdict == "unknown" and arith == "bv" and not q.wallclock:
         verdict, model, why = _decided_by_cover(q, cover, why, COVER_BOXES_RU)
     if verdict != "refuted":
         return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
     model, minimal = minimize(q, q.complete(model), prob, min_ru, cover)
     return "refuted", model, None, minimal, None, q.used
+
+
+EARLY_COVER_RU = RU
+
+
+def _early_cover(q: "Query", cover: dict):
+    """The wrap cover before the whole query, when it costs no solver to build (E' shown by
+    normal forms, :func:`addrsim.prove.cover.wrap_cover` with ``free_only``), within
+    EARLY_COVER_RU: an overflow is then decided box by box before Z3 and Bitwuzla spend
+    their units on the whole formula (gfx942 a32_rtna_psskddv dV SBHD: 20 Mru of undecided
+    whole-query calls before the cover refuted it).  ("proved" | "refuted" | "unknown",
+    model, reason); ``cover`` keeps the cover for what follows."""
+    if q.arith != "bv" or q.identity or q.wallclock:
+        return "unknown", None, None
+    built, used = wrap_cover(q, free_only=True)
+    q._spent += used
+    if built is None:
+        return "unknown", None, None
+    cover["cover"] = built
+    verdict, model, _ = _decided_by_cover(q, cover, "", EARLY_COVER_RU)
+    return (verdict, model, None) if verdict != "unknown" else ("unknown", None, None)
 
 
 STRENGTHEN_RU = 2 * RU
