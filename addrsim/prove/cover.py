@@ -242,11 +242,12 @@ def _without(q, sites, rlimit: int) -> Tuple[bool, int]:
     """Is the query unsat once the ``mod`` of every node of ``sites`` is dropped (E')?
     (answer, units spent; ``rlimit`` 0: by normal forms only, no solver)."""
     ids = frozenset(id(n) for n, _, _ in sites) | frozenset(q.enc.nowrap)
-    e2 = IntEncoder(q.ranges, nowrap=ids, facts_from=q.conds if q.use_facts else None)
-    if e2.facts is not None and e2.implied(q.goal, certificates=False):
+    facts = q.conds if q.use_facts else None
+    if facts is not None and IntEncoder(q.ranges, nowrap=ids, facts_from=facts).implied(q.goal, certificates=False):
         return True, 0          # the same normal form on both sides (addrsim.ir.poly.normal)
     if rlimit <= 0:
         return False, 0
+    e2 = IntEncoder(q.ranges, nowrap=ids, facts_from=facts)    # afresh: the check above adds facts
     iso = Isolated()
     iso.add(*[e2.holds(c) for c in q.conds], e2.enc(q.goal) == 0, *e2.side)
     r, _ = iso.check(rlimit)
