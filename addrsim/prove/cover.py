@@ -107,11 +107,7 @@ class WrapCover:
         q = self.q
         if not bounds:
             return q.enc.exact
-        ranges = dict(q.ranges)
-        for k, (lo, hi) in bounds.items():
-            a, b = ranges.get(k, (lo, hi))
-            ranges[k] = (max(a, lo), min(b, hi))
-        enc = IntEncoder(ranges, facts_from=q.conds if q.use_facts else None)
+        enc = IntEncoder(narrowed(q.ranges, bounds), facts_from=q.conds if q.use_facts else None)
         for c in q.conds:
             enc.holds(c)
         enc.enc(q.goal)
@@ -182,6 +178,16 @@ class WrapCover:
         if ans == "sat" and violates(m):
             return "sat", m
         return "unknown", None
+
+
+def narrowed(ranges: Dict[str, Tuple[int, int]], bounds: Dict[str, Tuple[int, int]]) -> Dict[str, Tuple[int, int]]:
+    """``ranges`` (variable -> inclusive range) intersected with ``bounds``; a variable whose
+    intersection is empty gets lo > hi."""
+    out = dict(ranges)
+    for k, (lo, hi) in bounds.items():
+        a, b = out.get(k, (lo, hi))
+        out[k] = (max(a, lo), min(b, hi))
+    return out
 
 
 def _inside(inner: Dict[str, Tuple[int, int]], outer: Dict[str, Tuple[int, int]]) -> bool:

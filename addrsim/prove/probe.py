@@ -105,6 +105,13 @@ class _Batch:
         self.n = len(envs)
         self.sync()
 
+    @classmethod
+    def of_arrays(cls, conds, claim, env: Dict[str, np.ndarray]) -> "_Batch":
+        """Points given as arrays already (symbol name -> uint64 array, equal lengths)."""
+        b = cls.__new__(cls)
+        b.conds, b.claim, b.arrays, b.env, b.n = conds, claim, {}, env, len(next(iter(env.values())))
+        return b
+
     def sync(self, env=None) -> None:
         """Make each array's ``last`` symbol (total_q) agree with its uniform contents."""
         env = self.env if env is None else env
@@ -488,7 +495,6 @@ def _crossing_vector(conds, claim, terms, envs, grid, tile_hi, lane_hi, seed):
     env = {n: np.repeat(v[idx], k) for n, v in b.env.items()}
     env[tile] = np.repeat(np.array([t for _, t in pairs], dtype=np.uint64), k)
     env[lane] = np.tile(lanes, len(pairs))
-    c = _Batch.__new__(_Batch)
-    c.conds, c.claim, c.arrays, c.env, c.n = conds, claim, {}, env, len(env[tile])
+    c = _Batch.of_arrays(conds, claim, env)
     hit = np.flatnonzero(c.fails())
     return c.point(int(hit[0])) if len(hit) else None

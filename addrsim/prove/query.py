@@ -35,7 +35,7 @@ from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.backends import bitwuzla_run
 from addrsim.backends.z3_run import RU, WALLCLOCK_NOTE, Isolated
 
-from addrsim.prove.cover import SITE_BZLA_RU, wrap_cover
+from addrsim.prove.cover import SITE_BZLA_RU, narrowed, wrap_cover
 from addrsim.prove.machines import LANE, PTR_LIMIT
 
 
@@ -703,10 +703,7 @@ class Query:
         afresh over the narrowed ranges: the intervals and the facts then show most products
         cannot wrap there, so the integer stage is nearly linear (minimisation fixes the earlier
         variables and bounds the next).  The units it spends count in ``used``."""
-        ranges = dict(self.ranges)
-        for k, (lo, hi) in bounds.items():
-            a, b = ranges.get(k, (lo, hi))
-            ranges[k] = (max(a, lo), min(b, hi))
+        ranges = narrowed(self.ranges, bounds)
         if any(lo > hi for lo, hi in ranges.values()):
             return "proved", None, None          # an empty sub-domain holds no counterexample
         # no certificates here: near a counterexample the claim is false, and the linear
