@@ -18,6 +18,7 @@ from addrsim.model import parse as modelexpr
 from addrsim.loader.codeobj import Kernel
 from addrsim.errors import InputError
 from addrsim.ir.expr import Const, Expr, Sym
+from addrsim.ir.implied import implied_ranges
 
 from addrsim.model.schema import ModelSet, SHAPE_VARS, TENSORS, layout_strides
 from addrsim.model.hosts import _pointer_names, choose_contract, choose_family, choose_host, grid_symbols, pointer_args
@@ -84,6 +85,7 @@ class Problem:
     routed: Optional[str] = None        # the entry point whose routing ``domain`` includes (None: none)
     exact: Dict[str, Tuple[Expr, int]] = field(default_factory=dict)  # argument -> (exact 64-bit value, width in bits)
     exact_unused: set = field(default_factory=set)   # arguments whose exactness is not in ``domain``
+    declared: Dict[str, Tuple[int, int]] = field(default_factory=dict)  # bounds before the domain narrows them
 
     def shape_of(self, model: Dict[str, int]) -> Dict[str, int]:
         """The shape of a solver model as reported: every shape variable (its lower bound
@@ -111,6 +113,24 @@ class Problem:
         shrink the domain (it would hide the address's bugs at those shapes)."""
         self.exact_unused = {n for n in self.exact if n not in used}
         self.domain = [a.expr for a in self.assumptions if self.in_domain(a)]
+        self.narrow()
+
+    def narrow(self) -> None:
+        """``bounds`` as ``domain`` implies them (:func:`addrsim.ir.implied.implied_ranges`)
+        from the bounds declared by the layers (``declared``): routing's
+        ``batch_stride_q >= stride_q`` is ``batch = 1`` in SBHD.  Recomputed whenever the
+        domain changes, so a bound never outlives the condition it came from.  A domain the
+        narrowing finds empty keeps its declared bounds: the solvers show it empty and name
+        the assumptions that exclude every shape (verdict unreachable)."""
+        if not self.declared:
+            self.declared = dict(self.bounds)
+        r = implied_ranges(self.domain, {v: self.declared[v] for v in SHAPE_VARS if v in self.declared})
+        empty = any(lo > hi for lo, hi in r.values())
+        self.bounds = dict(self.declared, **({} if empty else {v: r[v] for v in r if v not in self.fixed}))
+
+    def implied(self) -> Dict[str, Tuple[int, int]]:
+        """The shape ranges the domain narrows (variable -> (lo, hi)), for the report."""
+        return {v: b for v, b in self.bounds.items() if self.declared.get(v, b) != b}
 
     def routing(self, entry: str) -> List[Assumption]:
         return [a for a in self.assumptions if a.layer == "routing" and a.entry == entry]
@@ -209,10 +229,12 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     entries = _routing(b, host, routed)
     dom = [a.expr for a in b.asm if a.layer in KERNEL_LAYERS or (a.layer == "routing" and a.entry == routed)]
     expected, etext, extent, slices = _buffers(b)
-    return Problem(layout, (con or {}).get("name"), b.fname, shape, b.fixed, b.bounds, kernargs, dom,
+    prob = Problem(layout, (con or {}).get("name"), b.fname, shape, b.fixed, dict(b.bounds), kernargs, dom,
                    expected, etext, grid, lane, b.names, b.notes, b.mode, memory, limit, array_args, array_specs,
                    extent, slices, (host or {}).get("name"), host_why, b.asm, entries, routed,
                    {k: (e, w) for k, (e, w, _) in exact.items()})
+    prob.narrow()
+    return prob
 
 
 def _family_names(b: _Build) -> None:

@@ -78,8 +78,12 @@ def describe(a: Assumption) -> str:
 
 def domain_json(prob: Problem) -> dict:
     """The ``domain`` field of a check: host, layers, and every assumption in the domain."""
-    return {"host": prob.host, "host_chosen": prob.host_why, "layers": prob.layers(),
-            "assumptions": [a.json() for a in prob.assumptions if prob.in_domain(a)]}
+    out = {"host": prob.host, "host_chosen": prob.host_why, "layers": prob.layers(),
+           "assumptions": [a.json() for a in prob.assumptions if prob.in_domain(a)]}
+    implied = prob.implied()
+    if implied:
+        out["implied_ranges"] = {v: list(b) for v, b in sorted(implied.items())}
+    return out
 
 
 # ----------------------------------------------------------------------------- cores
