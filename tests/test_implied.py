@@ -37,6 +37,13 @@ def test_a_side_that_can_wrap_is_not_read():
     assert implied_ranges([cond], {"b": (1, 15)}) == {"b": (1, 4)}
 
 
+def test_a_narrower_product_inside_a_wide_side_that_can_wrap_is_not_read():
+    """zext(b*2**28 at 32 bits) at 64 bits: the 64-bit side fits, the 32-bit product inside does not."""
+    b32 = Sym("b", 32, "shape")
+    cond = X.ule(X.zext(X.mul(b32, Const(1 << 28, 32)), 64), c64(1 << 30))
+    assert implied_ranges([cond], {"b": (1, 64)}) == {"b": (1, 64)}
+
+
 def test_lower_bounds_and_strictness():
     """2*batch*nhead_q < 4*nhead_q is 2*batch < 4 (batch <= 1, not 2); 64 <= 2*hdim_q (hdim_q >= 32)."""
     conds = [X.ult(X.mul(X.mul(c64(2), B), H), X.mul(c64(4), H)), X.ule(c64(64), X.mul(c64(2), D))]

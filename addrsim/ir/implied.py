@@ -67,10 +67,16 @@ def _extreme(m: Mono, ranges, hi: bool) -> int:
     return v
 
 
-def _fits(e: Expr, m: Mono, ranges) -> bool:
-    """Does the monomial's largest value fit the node's width (no wrap anywhere below it:
-    every factor is non-negative, so no partial product exceeds the whole)?"""
-    return all(k in ranges and ranges[k][0] >= 0 for k in m[1]) and _extreme(m, ranges, True) < (1 << e.width)
+def _fits(e: Expr, ranges) -> bool:
+    """Does no node of ``e`` wrap: every product and shift below it, at its own width, has its
+    largest value (at the upper bounds: every factor is non-negative) below ``2**width``?"""
+    for n in X.walk(e):
+        m = monomial(n)
+        if m is None or not all(k in ranges and ranges[k][0] >= 0 for k in m[1]):
+            return False
+        if _extreme(m, ranges, True) >= (1 << n.width):
+            return False
+    return True
 
 
 def relations(conds: List[Expr]) -> List[Tuple[Expr, Expr, int]]:
@@ -128,7 +134,7 @@ def implied_ranges(conds: List[Expr], ranges: Dict[str, Tuple[int, int]]) -> Dic
     for _ in range(ROUNDS):
         changed = False
         for a, b, strict, ma, mb in rels:
-            if not (_fits(a, ma, r) and _fits(b, mb, r)):
+            if not (_fits(a, r) and _fits(b, r)):
                 continue
             cut = _cancelled(ma, mb, r)
             if cut is None:
