@@ -223,3 +223,15 @@ def test_a_bound_that_excludes_a_fixed_size_leaves_no_shape(tmp_path):
     c = checks(rep)[("q", "bhsd")]
     assert c["verdict"] == "unreachable"
     assert any("200 <= hdim_q <= 300" in a for a in c["excluded_by"]) and any("hdim_q = 128" in a for a in c["excluded_by"])
+
+
+def test_wheel_sbhd_routed_lse_is_proved_at_the_batch_routing_implies(real_kernel):
+    """Routed through codegen.py, SBHD runs only with batch 1 (batch_stride_q >= stride_q):
+    the domain says so in ``implied_ranges``, and LSE's batch-stride bug (batch >= 2) is out
+    of it, so the routed verdict is proved, its witness at batch 1."""
+    rep = verify(real_kernel, ["lse"], ["sbhd"], properties=["address"], routed=True)
+    c = checks(rep)[("lse", "sbhd")]
+    assert c["verdict"] == "proved"
+    assert c["domain"]["implied_ranges"] == {"batch": [1, 1]}
+    assert "routing (fmha_v3_bwd)" in c["domain"]["layers"]
+    assert c["witness"]["shape"]["batch"] == 1
