@@ -235,3 +235,13 @@ def test_wheel_sbhd_routed_lse_is_proved_at_the_batch_routing_implies(real_kerne
     assert c["domain"]["implied_ranges"] == {"batch": [1, 1]}
     assert "routing (fmha_v3_bwd)" in c["domain"]["layers"]
     assert c["witness"]["shape"]["batch"] == 1
+
+
+def test_the_text_report_names_the_ranges_the_domain_implies(real_kernel):
+    """The routed SBHD run says, in its text, that the domain is batch = 1 in SBHD."""
+    import io
+    from addrsim.report.text import print_table
+    rep = verify(real_kernel, ["lse"], ["sbhd"], properties=["address"], routed=True)
+    buf = io.StringIO()
+    print_table(rep, buf)
+    assert "ranges the domain implies: batch = 1 (sbhd)" in buf.getvalue()

@@ -39,6 +39,19 @@ def _routing_word(c: dict) -> str:
     return r.get("verdict", "") if r.get("verdict") not in (None, c["verdict"]) else ""
 
 
+def implied_line(checks) -> str:
+    """The shape ranges the checks' domains narrow (``domain.implied_ranges``), each with the
+    layouts it holds in: ``batch = 1 (sbhd); 65 <= hdim_v <= 128 (bhsd, bshd, sbhd)``."""
+    where: dict = {}
+    for c in checks:
+        for v, (lo, hi) in ((c.get("domain") or {}).get("implied_ranges") or {}).items():
+            text = f"{v} = {lo}" if lo == hi else f"{lo} <= {v} <= {hi}"
+            lays = where.setdefault(text, [])
+            if c["layout"] not in lays:
+                lays.append(c["layout"])
+    return "; ".join(f"{t} ({', '.join(ls)})" for t, ls in where.items())
+
+
 def print_table(report: dict, out=sys.stdout):
     for k in report["kernels"]:
         out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']}), host {k.get('host') or 'none'}\n")
@@ -102,3 +115,6 @@ def print_table(report: dict, out=sys.stdout):
         layers = next((c["domain"]["layers"] for c in k["checks"] if c.get("domain")), None)
         if layers:
             out.write(f"\n  domain: {', '.join(layers)} (--json lists every assumption and its source)\n")
+        implied = implied_line(k["checks"])
+        if implied:
+            out.write(f"  ranges the domain implies: {implied}\n")
