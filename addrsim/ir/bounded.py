@@ -68,14 +68,7 @@ def upper_bounds(conds: Iterable[Expr], ranges: Optional[Dict[str, Tuple[int, in
     w the width of B), as the canonical-address bound of a 64-bit pair is stated.  ``ranges``
     (symbol name -> inclusive (lo, hi)) are kept beside them."""
     b = Bounds(ranges)
-    work = list(conds)
-    while work:
-        c = work.pop()
-        if not isinstance(c, Op) or c.width != 1:
-            continue
-        if c.op == "and":
-            work.extend(c.args)
-            continue
+    for c in X.conjuncts(conds):
         if c.op not in ("ult", "ule") or not isinstance(c.args[1], Const):
             continue
         bound = c.args[1].value - (1 if c.op == "ult" else 0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Dict, Iterable, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from addrsim.ir import ops as _ops
 from addrsim.ir.ops import FLOAT_OPS, OPS, mask, require_backend
@@ -586,6 +586,22 @@ def _fit(s: Expr, width: int) -> Expr:
 # --------------------------------------------------------------------------------------
 # Traversal helpers
 # --------------------------------------------------------------------------------------
+
+def conjuncts(conds: Iterable[Expr]) -> List[Op]:
+    """The 1-bit operator nodes among ``conds`` and, flattened, the conjuncts of their 1-bit
+    ``and`` (in no particular order); constants, symbols and wider nodes are left out."""
+    out: List[Op] = []
+    work = list(conds)
+    while work:
+        c = work.pop()
+        if not isinstance(c, Op) or c.width != 1:
+            continue
+        if c.op == "and":
+            work.extend(c.args)
+        else:
+            out.append(c)
+    return out
+
 
 def walk(e: Expr) -> Iterable[Expr]:
     """Every node of ``e`` once (by identity), parents before children."""

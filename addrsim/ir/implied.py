@@ -82,14 +82,9 @@ def _fits(e: Expr, ranges) -> bool:
 def relations(conds: List[Expr]) -> List[Tuple[Expr, Expr, int]]:
     """``(A, B, strict)`` for each ``A <= B`` (strict 0) or ``A < B`` (strict 1) among the
     conditions and the conjuncts of their 1-bit ``and``; ``A == B`` gives both directions."""
-    out, work = [], list(conds)
-    while work:
-        c = work.pop()
-        if not isinstance(c, Op) or c.width != 1:
-            continue
-        if c.op == "and":
-            work.extend(c.args)
-        elif c.op in ("ule", "ult"):
+    out = []
+    for c in X.conjuncts(conds):
+        if c.op in ("ule", "ult"):
             out.append((c.args[0], c.args[1], int(c.op == "ult")))
         elif c.op == "eq":
             out += [(c.args[0], c.args[1], 0), (c.args[1], c.args[0], 0)]
