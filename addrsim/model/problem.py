@@ -122,8 +122,6 @@ class Problem:
         domain changes, so a bound never outlives the condition it came from.  A domain the
         narrowing finds empty keeps its declared bounds: the solvers show it empty and name
         the assumptions that exclude every shape (verdict unreachable)."""
-        if not self.declared:
-            self.declared = dict(self.bounds)
         r = implied_ranges(self.domain, {v: self.declared[v] for v in SHAPE_VARS if v in self.declared})
         empty = any(lo > hi for lo, hi in r.values())
         self.bounds = dict(self.declared, **({} if empty else {v: r[v] for v in r if v not in self.fixed}))
@@ -232,7 +230,7 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     prob = Problem(layout, (con or {}).get("name"), b.fname, shape, b.fixed, dict(b.bounds), kernargs, dom,
                    expected, etext, grid, lane, b.names, b.notes, b.mode, memory, limit, array_args, array_specs,
                    extent, slices, (host or {}).get("name"), host_why, b.asm, entries, routed,
-                   {k: (e, w) for k, (e, w, _) in exact.items()})
+                   {k: (e, w) for k, (e, w, _) in exact.items()}, declared=dict(b.bounds))
     prob.narrow()
     return prob
 
