@@ -28,6 +28,7 @@ from addrsim.prove.options import Options, validate
 from addrsim.prove.replay import Subject, limit_tools, witness_tools
 from addrsim.prove.targets import pointers_in
 from addrsim.prove.verdict import Check, Verdict
+from addrsim.report.causes import root_causes, summary_line
 from addrsim.report.json import check_json
 
 DEFAULT_BUFFERS = ("lse", "d")
@@ -174,6 +175,8 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
         limits += host_limits(prob, *limit_tools(prob, opts, cache))
     entry = {"file": str(path), "kernel": k.symbol, "arch": src.co.arch, "host": prob.host if prob else None,
              "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks, "host_limits": limits}
+    entry["root_causes"] = root_causes(entry)
+    entry["summary"] = summary_line(entry, entry["root_causes"])
     if src.kind != "code object":
         entry["source"] = src.kind
         if like is not None:

@@ -39,7 +39,8 @@ from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_
                                      cache_dir_of, check_output, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.prove.options import MIN_MRU
-from addrsim.prove.verdict import Cause, Verdict
+from addrsim.prove.verdict import Verdict
+from addrsim.report.causes import root_causes, summary_line
 
 SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's.  Tried
 SCAN_CHECK_MRU = 20.0   # 2026-12-03: verify's 10/60 decide K, V and dO SBHD of the README kernel
@@ -293,7 +294,6 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
     then each counterexample with its minimal shape, then totals."""
     lines = []
     counts: Dict[str, int] = {}
-    cexs = []
     for r in reports:
         if r.get("error"):
             lines.append(f"ERROR {r['error']}")
@@ -305,7 +305,6 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
                 by_buf.setdefault(tag, {})[c["layout"]] = c["verdict"]
                 counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
                 if c["verdict"] == Verdict.COUNTEREXAMPLE:
-                    cexs.append((k, c))
                     kind = "latent" if (c.get("routing") or {}).get("reachable") is False else "reachable"
                     counts[f"counterexample ({kind})"] = counts.get(f"counterexample ({kind})", 0) + 1
             cells = []
@@ -316,37 +315,10 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
     out = [f"verdicts per buffer, layouts {'/'.join(layouts)}  (ok proved, CEX counterexample, ? unknown, "
            f"unsup unsupported, unr unreachable)"]
     out += lines
-    if cexs:
-        out.append("")
-        out.append("counterexamples (minimal shape unless marked):")
-        for k, c in cexs:
-            x = c["counterexample"]
-            shape = " ".join(f"{a}={b}" for a, b in x["shape"].items() if not a.startswith("total_"))
-            mark = "" if x.get("minimal", True) else " (not proven minimal)"
-            if c.get("cause") == Cause.OVERFLOW:
-                mark += " OVERFLOW"
-            what = (f"offset {x['address']['extracted']}, allocation {x['address']['expected']} bytes ({c.get('cause')})"
-                    if c.get("property") == "bounds" else
-                    f"extracted {x['address']['extracted']}, expected {x['address']['expected']}")
-            prop = " bounds" if c.get("property") == "bounds" else ""
-            out.append(f"  {k['arch']}/{Path(k['file']).name} {c['buffer']}/{c['layout']}{prop}: {shape} "
-                       f"batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']}: {what}{mark}")
-            ov = c.get(Cause.OVERFLOW) or []
-            if ov:
-                out.append(f"      wraps: {ov[0]['text']}")
-            rt = c.get("routing") or {}
-            if rt.get("reachable") is False:
-                out.append(f"      LATENT under {rt.get('host')}: masked by {'; '.join(rt.get('masked_by') or [])}")
-            elif rt.get("reachable"):
-                ents = [e["entry"] for e in rt.get("entry_points") or [] if e.get("reachable")]
-                out.append(f"      reachable under {rt.get('host')} through {', '.join(ents)}")
-            if corpus.tables:
-                routes = k.get("routes") or []
-                if routes:
-                    cfgs = "; ".join(",".join(f"{a}={b}" for a, b in cfg.items()) for cfg in routes[:4])
-                    out.append(f"      routed from: {cfgs}")
-                else:
-                    out.append(f"      no configuration in {ROUTING_CSV} routes to this kernel")
+    out.append("(findings by root cause follow, per kernel; --json has every check in full)")
+    for r in reports:
+        for k in r.get("kernels", []):
+            out += _kernel_findings(k, corpus)
     limits = [(k, lim) for r in reports for k in r.get("kernels", []) for lim in k.get("host_limits") or []]
     if limits:
         out.append("")
@@ -367,6 +339,44 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
     out.append("")
     out.append(_totals(counts, reports))
     return "\n".join(out)
+
+
+def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
+    """A kernel's findings by root cause (one line each, with the checks it breaks, its
+    smallest shape and whether the host reaches it) and the reason of every check left
+    undecided, under the kernel's summary line; nothing for a kernel with neither."""
+    causes = [rc for rc in (k.get("root_causes") or root_causes(k)) if rc["checks"]]
+    undecided: Dict[tuple, List[str]] = {}
+    for c in k["checks"]:
+        if c["verdict"] in (Verdict.UNKNOWN, Verdict.UNSUPPORTED, Verdict.UNREACHABLE):
+            why = (c.get("reason") or "; ".join(c.get("excluded_by") or []) or "no reason given")
+            tag = c["buffer"] + ("[bounds]" if c.get("property") == "bounds" else "") + "/" + c["layout"]
+            undecided.setdefault((c["verdict"], why.split("; ", 1)[0].split(" (obligation written")[0]), []).append(tag)
+    if not causes and not undecided:
+        return []
+    name = f"{k['arch']}/{Path(k['file']).name}"
+    out = ["", f"{name}: {k.get('summary') or summary_line(k)}"]
+    for rc in causes:
+        sm = rc["smallest"]
+        shape = " ".join(f"{a}={b}" for a, b in sm["shape"].items() if not a.startswith("total_"))
+        mark = "" if sm.get("minimal", True) else " (not proven minimal)"
+        out.append(f"  [{rc['id']}] {rc['title']}")
+        out.append(f"      breaks {', '.join(rc['checks'])}; smallest {shape} ({sm['check']}){mark}; {rc['reach']}")
+        c = next(c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _tag(c) == sm["check"])
+        rt = c.get("routing") or {}
+        if rt.get("reachable") is False:
+            out.append(f"      LATENT under {rt.get('host')}: masked by {'; '.join(rt.get('masked_by') or [])}")
+        if corpus.tables:
+            routes = k.get("routes") or []
+            cfgs = "; ".join(",".join(f"{a}={b}" for a, b in cfg.items()) for cfg in routes[:4])
+            out.append(f"      routed from: {cfgs}" if routes else f"      no configuration in {ROUTING_CSV} routes to this kernel")
+    for (verdict, why), tags in undecided.items():
+        out.append(f"  {MARK[verdict]} {verdict} ({', '.join(tags)}): {why}")
+    return out
+
+
+def _tag(c: dict) -> str:
+    return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
 
 
 def _totals(counts: Dict[str, int], reports: List[dict]) -> str:

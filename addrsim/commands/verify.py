@@ -36,6 +36,9 @@ def register(sub) -> None:
                    help="user layouts file (a model file with a layouts section; repeatable)")
     v.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
                    help="worker processes sharing each kernel's checks (same verdicts as one)")
+    v.add_argument("--details", action="store_true",
+                   help="also print every counterexample check in full (kernel arguments, formulas, wrap sites), "
+                        "after the findings by root cause")
     v.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     v.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
@@ -63,6 +66,6 @@ def run(args) -> int:
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]]}
     import io
     buf = io.StringIO()
-    print_table(merged, buf)
+    print_table(merged, buf, details=args.details)
     bad = emit(merged, args.json, lambda: buf.getvalue().rstrip("\n"))
     return bad if bad is not None else exit_status(reports)

@@ -86,6 +86,7 @@ class Problem:
     exact: Dict[str, Tuple[Expr, int]] = field(default_factory=dict)  # argument -> (exact 64-bit value, width in bits)
     exact_unused: set = field(default_factory=set)   # arguments whose exactness is not in ``domain``
     declared: Dict[str, Tuple[int, int]] = field(default_factory=dict)  # bounds before the domain narrows them
+    grid_count: Dict[str, Expr] = field(default_factory=dict)   # grid id name -> workgroups on its axis (64-bit)
 
     def shape_of(self, model: Dict[str, int]) -> Dict[str, int]:
         """The shape of a solver model as reported: every shape variable (its lower bound
@@ -153,6 +154,7 @@ class _Build:
     fixed: Dict[str, int] = field(default_factory=dict)
     masked: bool = False
     asm: List[Assumption] = field(default_factory=list)
+    grid_count: Dict[str, Expr] = field(default_factory=dict)   # grid id name -> its axis's workgroups
 
     def parse(self, text, what, exact: bool = False) -> Expr:
         """``text`` parsed over the names (``exact``: u32() read as the value before the host's
@@ -230,7 +232,8 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     prob = Problem(layout, (con or {}).get("name"), b.fname, shape, b.fixed, dict(b.bounds), kernargs, dom,
                    expected, etext, grid, lane, b.names, b.notes, b.mode, memory, limit, array_args, array_specs,
                    extent, slices, (host or {}).get("name"), host_why, b.asm, entries, routed,
-                   {k: (e, w) for k, (e, w, _) in exact.items()}, declared=dict(b.bounds))
+                   {k: (e, w) for k, (e, w, _) in exact.items()}, declared=dict(b.bounds),
+                   grid_count=dict(b.grid_count))
     prob.narrow()
     return prob
 
@@ -366,6 +369,7 @@ def _kernel_layers(b: _Build, shape, grid, lane, overrides) -> None:
             cnt = X.udiv(X.add(cnt, Const(1, 64)), Const(2, 64))
             ctext = f"({ctext} + 1) / 2"
         b.add("grid", X.ult(X.zext(s_, 64), cnt), f"{s_.name} < {ctext}", f"{b.msrc}: grid.{ax}")
+        b.grid_count[s_.name] = cnt
     if b.mode == "group":
         b.add("bounds", X.band(X.ule(shape["seqlen_q"], shape["total_q"]), X.ule(shape["seqlen_k"], shape["total_k"])),
               "seqlen_q <= total_q and seqlen_k <= total_k", f"{b.msrc}: group mode")

@@ -46,7 +46,7 @@ from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexam
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
 from addrsim.prove.verdict import Cause, Check, ReplayFailure, Verdict
-from addrsim.prove.wraps import wrap_sites
+from addrsim.prove.wraps import last_workgroup, wrap_sites
 
 
 @dataclass
@@ -409,10 +409,16 @@ def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
         env[parg + "[]"] = model.get(arr.name + "[]", {})
     args = {k: e for k, e in prob.kernargs.items() if not any(s.kind == "ptr" for s in X.symbols(e).values())}
     try:
-        sites = wrap_sites(t.address, args, env, getattr(ctx.ex, "origin", None) or {})
+        sites = wrap_sites(t.address, args, env, getattr(ctx.ex, "origin", None) or {},
+                           last_workgroup(prob.grid_count, prob.lane.name, _gqa_exact(prob)))
     except Exception:   # the explanation must never hide the verdict
         sites = []
     return Cause.OVERFLOW, sites
+
+
+def _gqa_exact(prob: Problem) -> bool:
+    """Does the kernel's domain make nhead_q a multiple of nhead_k (a traits assumption)?"""
+    return any(a.text.replace(" ", "") == "nhead_q%nhead_k==0" and prob.in_domain(a) for a in prob.assumptions)
 
 
 def smt2_name(symbol: str, buffer: str, layout: str, prop: str, arith: str) -> str:
@@ -588,8 +594,9 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
     if key in cache:
         return cache[key]
     out, proofs, left = [], [], []
+    origin = getattr(ex, "origin", None)      # rebuilt nodes keep their instruction (wrap sites)
     for t in tg:
-        a, p1, l1 = exact_divisions(t.address, ranges)
+        a, p1, l1 = exact_divisions(t.address, ranges, origin)
         conds = []
         for c in t.conds:
             c2, p2, _ = exact_divisions(c, ranges)   # float left in a condition is abstracted

@@ -53,10 +53,14 @@ def has_float(e: Expr, memo: Dict[int, bool]) -> bool:
     return memo[k]
 
 
-def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Tuple[Expr, List[DivisionProof], List[str]]:
+def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]],
+                    origin: Optional[Dict[int, tuple]] = None) -> Tuple[Expr, List[DivisionProof], List[str]]:
     """Replace every float-reciprocal division in ``e`` that is exact over ``ranges`` (symbol
     name -> inclusive integer range) by ``udiv``.  Returns (new expression, proofs, reasons
-    for float subterms left in place)."""
+    for float subterms left in place).  ``origin`` (optional; node id -> (node, pc, text) of
+    the instruction that produced it, :mod:`addrsim.prove.wraps`): each rebuilt node, and each
+    ``udiv`` put in, is entered as produced by the instruction of the node it replaces, so a
+    wrap in it is still named by its instruction."""
     memo: Dict[int, bool] = {}
     cache: Dict[tuple, dict] = {}
     if not has_float(e, memo):
@@ -83,7 +87,7 @@ def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Tuple[Expr, 
         stack.extend(n.args)
     if not repl:
         return e, [], failed or ["binary32 arithmetic on the address path that is not a proved division"]
-    out = _replace(e, repl, {})
+    out = _replace(e, repl, {}, origin)
     # the d == 0 guards keep the original term; what matters is what is left outside them
     left = [] if not has_float(_replace(e, plain, {}), {}) else (failed or ["binary32 arithmetic left on the address path"])
     return out, proofs, left
@@ -113,17 +117,20 @@ def drop_zero_guards(e: Expr, nonzero) -> Expr:
     return _replace(e, repl, {}) if repl else e
 
 
-def _replace(e: Expr, repl, memo):
+def _replace(e: Expr, repl, memo, origin: Optional[Dict[int, tuple]] = None):
     k = id(e)
-    if k in repl:
-        return repl[k]
     if k in memo:
         return memo[k]
-    if isinstance(e, Op):
-        r = X.rebuild(e, tuple(_replace(a, repl, memo) for a in e.args))
+    if k in repl:
+        r = repl[k]
+    elif isinstance(e, Op):
+        r = X.rebuild(e, tuple(_replace(a, repl, memo, origin) for a in e.args))
     else:
         r = e
     memo[k] = r
+    if origin is not None and r is not e and k in origin and id(r) not in origin and isinstance(r, Op):
+        o = origin[k]
+        origin[id(r)] = (r,) + tuple(o[1:])
     return r
 
 

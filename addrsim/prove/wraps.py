@@ -32,6 +32,7 @@ class WrapSite:
     name: str = ""
     formula: str = ""
     boundary: str = ""
+    shape_boundary: str = ""  # the boundary in shape variables only (lane 0 of the last workgroup)
 
     def describe(self) -> str:
         where = (f"the host's u32 cast of kernel argument {self.name}" if self.kind == "argument"
@@ -46,7 +47,7 @@ class WrapSite:
 
 
 def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
-               origin: Dict[int, tuple], shape_names: Optional[Dict[str, Expr]] = None) -> List[WrapSite]:
+               origin: Dict[int, tuple], last: Optional[Dict[str, Expr]] = None) -> List[WrapSite]:
     """Wrap sites in the cone of ``address`` (the extracted address, in kernel-argument
     terms) at the concrete point ``env`` (shape, grid ids, lane, pointer arguments, arrays).
 
@@ -54,7 +55,8 @@ def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
     (a ``u32`` cast is ``extract(e, 31, 0)``): the machine value of an argument is the cast
     one, the exact value the uncast one.  ``origin`` maps ``id(node)`` to ``(node, pc,
     text)`` of the instruction that produced it (recorded by the symbolic machine); nodes
-    built inside one instruction's semantics take the nearest producing ancestor.
+    built inside one instruction's semantics take the nearest producing ancestor.  ``last``
+    (optional, :func:`last_workgroup`): each site's boundary is also given in shape variables.
 
     A site ``matters`` when the address computed exactly except at that one site (which
     takes its machine value) differs from the exact address.  Sorted: sites that matter
@@ -80,7 +82,7 @@ def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
                 inner = ce.args[0] if isinstance(ce, Op) and ce.op == "extract" else ce
                 site_keys.append(("arg", name))
                 sites.append(WrapSite("argument", s.width, mv, iv, name=name,
-                                      **_formula(inner, s.width, shape_names)))
+                                      **_formula(inner, s.width, last)))
     owner = _owners(address, origin)
     m_memo: dict = {}
     i_memo: dict = {}
@@ -101,7 +103,7 @@ def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
         sub = X.substitute(n, {k: v for k, v in arg_exprs.items() if k in X.symbols(n)})
         site_keys.append(("node", id(n)))
         sites.append(WrapSite("instruction", n.width, mv, iv, pc=pc, text=text,
-                              **_formula(sub, n.width, shape_names)))
+                              **_formula(sub, n.width, last)))
     try:
         exact_addr = i_memo[id(address)]
         for site, key in zip(sites, site_keys):
@@ -136,22 +138,72 @@ def _owners(root: Expr, origin: Dict[int, tuple]) -> Dict[int, Tuple[int, str]]:
     return out
 
 
-def _formula(e: Expr, width: int, shape_names: Optional[Dict[str, Expr]]) -> dict:
-    """The exact value of ``e`` as sympy text, and the boundary ``value >= 2**width`` with
-    the constant factor divided out ("nhead_q*seqlen_q >= 2**24")."""
+def _formula(e: Expr, width: int, last: Optional[Dict[str, Expr]] = None) -> dict:
+    """The exact value of ``e`` as sympy text (``formula``), the boundary ``value >= 2**width``
+    with the constant factor divided out ("nhead_q*seqlen_q >= 2**24", ``boundary``), and,
+    given ``last`` (grid id or lane name -> its value at the last workgroup, lane 0: see
+    :func:`last_workgroup`), the same boundary in shape variables only (``shape_boundary``).
+    The shape boundary is given only when the value does not decrease as a grid id grows
+    (every term of the expanded value has a positive coefficient): it is then exactly the
+    shapes at which lane 0 of some workgroup wraps here.  Display only: {} when sympy cannot
+    read ``e`` or it has more than 400 nodes."""
     try:
         import sympy
         from addrsim.backends.sympy_text import to_sympy
         if sum(1 for _ in X.walk(e)) > 400:
             return {}
         f = sympy.factor_terms(sympy.expand(to_sympy(e)))
-        lim = sympy.Integer(2) ** width
-        coeff, rest = f.as_coeff_Mul()
-        if coeff > 0 and (rest.is_Mul or rest.is_Symbol):
-            q = sympy.ceiling(lim / coeff)
-            k = sympy.log(q, 2)
-            rhs = f"2**{k}" if k.is_Integer else str(q)
-            return {"formula": str(f), "boundary": f"{rest} >= {rhs}"}
-        return {"formula": str(f), "boundary": f"{f} >= 2**{width}"}
+        out = {"formula": str(f), "boundary": _boundary(f, width)}
+        if last:
+            at = {sympy.Symbol(k, integer=True, nonnegative=True): to_sympy(v) for k, v in last.items()
+                  if k != GQA_EXACT}
+            terms = sympy.Add.make_args(sympy.expand(f))
+            if any(x in f.free_symbols for x in at) and all(t.as_coeff_Mul()[0] > 0 for t in terms):
+                g = _gqa_last(sympy.expand(f.subs(at)), last)
+                if not (g.free_symbols & set(at)) and g.free_symbols:
+                    out["shape_boundary"] = _boundary(g, width)
+        return out
     except Exception:   # display only
         return {}
+
+
+GQA_EXACT = "nhead_q % nhead_k == 0"
+"""The key ``last`` holds (value 1) when the domain has an integer GQA ratio (:func:`_gqa_last`)."""
+
+
+def _gqa_last(g, last: Dict[str, Expr]):
+    """``g`` (sympy) with the last key head ``floor((nhead_q - 1)/floor(nhead_q/nhead_k))``
+    written ``nhead_k - 1``, which it is wherever nhead_q is a multiple of nhead_k (``last``
+    holds GQA_EXACT), and factored."""
+    import sympy
+    if GQA_EXACT in last:
+        nq, nk = (sympy.Symbol(v, integer=True, nonnegative=True) for v in ("nhead_q", "nhead_k"))
+        key = (nq - 1) / sympy.floor(nq / nk)
+        g = sympy.expand(g.replace(lambda e: isinstance(e, sympy.floor) and sympy.expand(e.args[0] - key) == 0,
+                                   lambda e: nk - 1))
+    return sympy.factor_terms(g)
+
+
+def _boundary(f, width: int) -> str:
+    """``f >= 2**width`` with a positive constant factor of ``f`` divided out."""
+    import sympy
+    lim = sympy.Integer(2) ** width
+    coeff, rest = f.as_coeff_Mul()
+    if coeff > 0 and (rest.is_Mul or rest.is_Symbol):
+        q = sympy.ceiling(lim / coeff)
+        k = sympy.log(q, 2)
+        rhs = f"2**{k}" if k.is_Integer else str(q)
+        return f"{rest} >= {rhs}"
+    return f"{f} >= 2**{width}"
+
+
+def last_workgroup(grid_count: Dict[str, Expr], lane: str, gqa_exact: bool = False) -> Dict[str, Expr]:
+    """Grid id name -> its last value (the axis's workgroup count minus 1, 64-bit, in shape
+    terms from the model's ``grid.<axis>.count``), and the lane at 0: where a site's value
+    is largest for a shape when it grows with the ids (:func:`_formula`).  ``gqa_exact``:
+    the domain makes nhead_q a multiple of nhead_k (the family's traits)."""
+    out: Dict[str, Expr] = {k: X.sub(c, Const(1, c.width)) for k, c in grid_count.items()}
+    out[lane] = Const(0, 32)
+    if gqa_exact:
+        out[GQA_EXACT] = Const(1, 1)
+    return out

@@ -23,10 +23,16 @@ def _cex_json(x: Counterexample, lines: Optional[Dict[int, int]]) -> dict:
     return cex
 
 
-def _overflow_json(c: Check) -> list:
-    return [{"kind": w.kind, "pc": w.pc, "instruction": w.text, "argument": w.name, "width": w.width,
+def _overflow_json(c: Check, lines: Optional[Dict[int, int]]) -> list:
+    out = []
+    for w in c.overflow:
+        d = {"kind": w.kind, "pc": w.pc, "instruction": w.text, "argument": w.name, "width": w.width,
              "machine": w.machine, "exact": w.exact, "matters": w.matters, "formula": w.formula,
-             "boundary": w.boundary, "text": w.describe()} for w in c.overflow]
+             "boundary": w.boundary, "shape_boundary": w.shape_boundary, "text": w.describe()}
+        if lines and w.pc in lines:
+            d["line"] = lines[w.pc]                 # line of the listing (listing input)
+        out.append(d)
+    return out
 
 
 def check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
@@ -38,7 +44,7 @@ def check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
            "time_s": c.time_s}
     if c.verdict == Verdict.COUNTEREXAMPLE:
         out["cause"] = str(c.cause) or "unclassified"
-        out["overflow"] = _overflow_json(c)
+        out["overflow"] = _overflow_json(c, lines)
     out["witness"] = c.witness.json() if c.witness is not None and c.verdict == Verdict.PROVED else None
     out["domain"] = domain_json(c.problem) if c.problem is not None else None
     out["routing"] = c.routing.json() if c.routing is not None else None

@@ -1,11 +1,14 @@
 """The text report of ``addrsim verify``: a table per kernel, then each finding.
 
 Owns :func:`print_table`.  It renders the JSON form of the checks
-(:func:`addrsim.report.json.check_json`), nothing else.  May import addrsim.prove.verdict.
+(:func:`addrsim.report.json.check_json`) and the root causes drawn from it
+(:mod:`addrsim.report.causes`), nothing else.  May import addrsim.prove.verdict and
+addrsim.report.causes.
 """
 from __future__ import annotations
 
 from addrsim.prove.verdict import Cause, Verdict
+from addrsim.report.causes import root_causes, summary_line
 import sys
 
 
@@ -52,69 +55,141 @@ def implied_line(checks) -> str:
     return "; ".join(f"{t} ({', '.join(ls)})" for t, ls in where.items())
 
 
-def print_table(report: dict, out=sys.stdout):
+def print_table(report: dict, out=sys.stdout, details: bool = False):
+    """The text report: per kernel its table of checks, its findings by root cause
+    (:mod:`addrsim.report.causes`; with ``details``, also every counterexample check in
+    full), the reason of every check not decided, one proved check, the domain and a
+    summary line; then one line for the run when it has several kernels."""
+    run = {"kernels": 0, "cex": 0, "causes": 0}
     for k in report["kernels"]:
-        out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']}), host {k.get('host') or 'none'}\n")
-        lw = max([8] + [len(c["layout"]) + 2 for c in k["checks"]])
-        out.write(f"  {'check':<9}{'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'routing':<13}{'time':>7}\n")
-        for c in k["checks"]:
-            out.write(f"  {c.get('property', 'address'):<9}{c['buffer']:<7}{c['layout']:<{lw}}{c['verdict']:<16}"
-                      f"{_routing_word(c):<13}{c['time_s']:>6.2f}s\n")
-        for c in k["checks"]:
-            tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
-            if c["verdict"] == Verdict.COUNTEREXAMPLE:
-                x = c["counterexample"]
-                shape = " ".join(f"{n}={v}" for n, v in x["shape"].items())
-                mark = "" if x.get("minimal", True) else " (not proven minimal: the minimisation budget ran out)"
-                out.write(f"\n  {tag}: counterexample at {shape}{mark}\n")
-                if c.get("cause") == Cause.LOOP:
-                    out.write(f"    LOOP: {c['reason']}\n")
-                out.write(f"    batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} "
-                          f"lane={x['lane']} (access at {x['access_pc']:#x})\n")
-                if c.get("property") == "bounds":
-                    out.write(f"    {c['reason']}\n")
-                else:
-                    out.write(f"    byte offset from (0,0): extracted {_signed(x['address']['extracted'])}, "
-                              f"expected {_signed(x['address']['expected'])}\n")
-                args = ", ".join(f"{n}={v}" for n, v in x["kernargs"].items())
-                out.write(f"    kernel arguments: {args}\n")
-                if c.get("property", "address") == "address":
-                    out.write(f"    extracted: {_short(c['extracted'])}\n    expected:  {c['expected']}\n")
-                    out.write(f"    extracted - expected (integer reading, this layout): {_short(c['difference'])}\n")
-                if x.get("memory_bytes"):
-                    out.write(f"    device memory for every tensor at this shape: {x['memory_bytes'] / 2**30:.2f} GiB\n")
-                if c.get("cause") == Cause.OVERFLOW:
-                    out.write("    OVERFLOW: proved over the integers (--arith int), refuted in hardware arithmetic\n")
-                    for w in c.get(Cause.OVERFLOW, [])[:3]:
-                        out.write(f"      wraps: {w['text']}\n")
-                elif c.get("cause") == Cause.FORMULA:
-                    out.write("    the formula is wrong over the integers too (not an overflow)\n")
-                _print_routing(c, out)
-            elif c["verdict"] == Verdict.UNREACHABLE:
-                out.write(f"\n  {tag}: unreachable: no shape of the domain reaches the access; excluded by:\n")
-                for a in c.get("excluded_by") or []:
-                    out.write(f"      {a}\n")
-            elif c["verdict"] != Verdict.PROVED:
-                out.write(f"\n  {tag}: {c['verdict']}: {c['reason']}\n")
-        for lim in k.get("host_limits") or []:
-            shape = " ".join(f"{n}={v}" for n, v in lim["shape"].items())
-            out.write(f"\n  HOST LIMIT ({lim['layout']}): {lim['argument']} = {lim['exact']} does not fit its "
-                      f"argument when {lim['boundary']}\n    smallest shape {shape} "
-                      f"({lim['memory_bytes'] / 2**30:.2f} GiB); {lim['source']}\n")
-        for c in k["checks"]:
-            if c["verdict"] == Verdict.PROVED and c.get("property", "address") == "address":
-                out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset {_short(c['extracted'])}\n"
-                          f"  {' ' * len(c['buffer'] + c['layout'])}         expected offset  {c['expected']}\n")
-                w = c.get("witness")
-                if w:
-                    out.write(f"  {' ' * len(c['buffer'] + c['layout'])}         witness: "
-                              + " ".join(f"{n}={v}" for n, v in w["shape"].items())
-                              + f" batch_id={w['coords']['batch_id']} head_id={w['coords']['head_id']} "
-                                f"(offset {w['offset']}, {w['replayed_on']})\n")
-                break
+        causes = k.get("root_causes") or root_causes(k)
+        _print_checks(k, out)
+        for r in causes:
+            _print_cause(r, k, len(causes), out)
+        if details:
+            for c in k["checks"]:
+                if c["verdict"] == Verdict.COUNTEREXAMPLE:
+                    _print_counterexample(c, out)
+        _print_undecided(k, out)
+        _print_proved(k, out)
         layers = next((c["domain"]["layers"] for c in k["checks"] if c.get("domain")), None)
         if layers:
             out.write(f"\n  domain: {', '.join(layers)} (--json lists every assumption and its source)\n")
         implied = implied_line(k["checks"])
         if implied:
             out.write(f"  ranges the domain implies: {implied}\n")
+        out.write(f"\n  summary: {k.get('summary') or summary_line(k, causes)}\n")
+        run["kernels"] += 1
+        run["cex"] += sum(1 for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE)
+        run["causes"] += sum(1 for r in causes if r["checks"])
+    if run["kernels"] > 1:
+        out.write(f"\nrun: {run['kernels']} kernels, {run['cex']} counterexample(s) from {run['causes']} "
+                  f"root cause(s)\n")
+
+
+def _print_checks(k: dict, out) -> None:
+    out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']}), host {k.get('host') or 'none'}\n")
+    lw = max([8] + [len(c["layout"]) + 2 for c in k["checks"]])
+    out.write(f"  {'check':<9}{'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'routing':<13}{'time':>7}\n")
+    for c in k["checks"]:
+        out.write(f"  {c.get('property', 'address'):<9}{c['buffer']:<7}{c['layout']:<{lw}}{c['verdict']:<16}"
+                  f"{_routing_word(c):<13}{c['time_s']:>6.2f}s\n")
+
+
+def _print_cause(r: dict, k: dict, n: int, out) -> None:
+    """One root-cause block: what, where, which checks, the boundary per layout, the smallest
+    shape with the details of its check, routing, and the fix."""
+    where = r.get("where") or {}
+    line = f" (listing line {where['line']})" if where.get("line") else ""
+    out.write(f"\n  ROOT CAUSE {r['id']} of {n}: {r['title']}{line}\n")
+    if r["checks"]:
+        out.write(f"    breaks: {', '.join(r['checks'])}\n")
+    for lay, b in r["boundary"].items():
+        out.write(f"    boundary ({lay}): {_short(b)}\n")
+    sm = r.get("smallest")
+    if sm:
+        shape = " ".join(f"{a}={b}" for a, b in sm["shape"].items())
+        mem = f"; {sm['memory_bytes'] / 2**30:.2f} GiB" if sm.get("memory_bytes") else ""
+        mark = "" if sm.get("minimal", True) else ", not proven minimal: the minimisation budget ran out"
+        out.write(f"    smallest shape: {shape} ({sm['check']}{mark}{mem})\n")
+        c = next((c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _name(c) == sm["check"]), None)
+        if c is not None:
+            _print_cex_point(c, out, "      ")
+            _print_routing(c, out)
+    if r.get("fix"):
+        out.write(f"    fix: {r['fix']}\n")
+
+
+def _name(c: dict) -> str:
+    return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
+
+
+def _print_cex_point(c: dict, out, pad: str) -> None:
+    """The coordinates, access and offsets (or the bounds reason) of a counterexample."""
+    x = c["counterexample"]
+    out.write(f"{pad}batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} lane={x['lane']}, "
+              f"access at {x['access_pc']:#x}" + (f" (listing line {x['access_line']})" if x.get("access_line") else ""))
+    if c.get("property") == "bounds":
+        out.write(f": {c['reason']}\n")
+    else:
+        out.write(f": byte offset from (0,0) extracted {_signed(x['address']['extracted'])}, "
+                  f"expected {_signed(x['address']['expected'])}\n")
+
+
+def _print_counterexample(c: dict, out) -> None:
+    """A counterexample check in full (``--details``)."""
+    x = c["counterexample"]
+    tag = _name(c)
+    shape = " ".join(f"{n}={v}" for n, v in x["shape"].items())
+    mark = "" if x.get("minimal", True) else " (not proven minimal: the minimisation budget ran out)"
+    out.write(f"\n  {tag}: counterexample at {shape}{mark}\n")
+    if c.get("cause") == Cause.LOOP:
+        out.write(f"    LOOP: {c['reason']}\n")
+    _print_cex_point(c, out, "    ")
+    out.write(f"    kernel arguments: {', '.join(f'{n}={v}' for n, v in x['kernargs'].items())}\n")
+    if c.get("property", "address") == "address":
+        out.write(f"    extracted: {_short(c['extracted'])}\n    expected:  {c['expected']}\n")
+        out.write(f"    extracted - expected (integer reading, this layout): {_short(c['difference'])}\n")
+    if x.get("memory_bytes"):
+        out.write(f"    device memory for every tensor at this shape: {x['memory_bytes'] / 2**30:.2f} GiB\n")
+    if c.get("cause") == Cause.OVERFLOW:
+        out.write("    OVERFLOW: proved over the integers (--arith int), refuted in hardware arithmetic\n")
+        for w in c.get(Cause.OVERFLOW, [])[:3]:
+            out.write(f"      wraps: {w['text']}\n")
+    elif c.get("cause") == Cause.FORMULA:
+        out.write("    the formula is wrong over the integers too (not an overflow)\n")
+    _print_routing(c, out)
+
+
+def _print_undecided(k: dict, out) -> None:
+    """The reason of every unknown, unsupported and unreachable check; checks with the same
+    reason (up to its first ';') share one line that lists them."""
+    groups: dict = {}
+    for c in k["checks"]:
+        if c["verdict"] == Verdict.UNREACHABLE:
+            out.write(f"\n  {_name(c)}: unreachable: no shape of the domain reaches the access; excluded by:\n")
+            for a in c.get("excluded_by") or []:
+                out.write(f"      {a}\n")
+        elif c["verdict"] not in (Verdict.PROVED, Verdict.COUNTEREXAMPLE):
+            why = c.get("reason") or "no reason given"
+            groups.setdefault((c["verdict"], why.split("; ", 1)[0].split(" (obligation written")[0]), []).append(c)
+    for (verdict, why), cs in groups.items():
+        out.write(f"\n  {verdict} ({', '.join(_name(c) for c in cs)}): {why}\n")
+        for c in cs:
+            if c.get("smt2"):
+                out.write(f"      {_name(c)}: obligation in {c['smt2']}\n")
+
+
+def _print_proved(k: dict, out) -> None:
+    """The first proved address check, with its witness."""
+    for c in k["checks"]:
+        if c["verdict"] == Verdict.PROVED and c.get("property", "address") == "address":
+            pad = " " * len(c["buffer"] + c["layout"])
+            out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset {_short(c['extracted'])}\n"
+                      f"  {pad}         expected offset  {c['expected']}\n")
+            w = c.get("witness")
+            if w:
+                out.write(f"  {pad}         witness: " + " ".join(f"{n}={v}" for n, v in w["shape"].items())
+                          + f" batch_id={w['coords']['batch_id']} head_id={w['coords']['head_id']} "
+                            f"(offset {w['offset']}, {w['replayed_on']})\n")
+            break

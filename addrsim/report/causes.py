@@ -1,0 +1,211 @@
+"""Findings by root cause: the counterexamples of one kernel grouped by what breaks them.
+
+Owns :func:`root_causes` and :func:`summary_line`.  Both read the JSON form of a kernel's
+report (:func:`addrsim.report.json.check_json`, ``host_limits``), nothing else; the text report
+(:mod:`addrsim.report.text`), ``scan`` and the JSON's ``root_causes`` render from them.  May
+import addrsim.prove.verdict.
+
+A root cause is one of (its ``kind``):
+
+- ``wrap``: the first 32-bit operation on the address path that leaves its width (the first
+  wrap site that matters, :mod:`addrsim.prove.wraps`), keyed by its instruction address; a site
+  built outside any one instruction (a merged path, a replaced division idiom) has no address
+  and is keyed by its exact value in shape terms instead;
+- ``host cast``: a kernel argument that the host's u32 cast truncates (``host_limits``), one per
+  argument, whatever the layout;
+- ``formula``: an offset wrong over the integers too (a borrowed stride), keyed by the layout
+  and ``extracted - expected`` with the buffer's own pointer name left out;
+- ``loop``: a later loop iteration's step (keyed by the loop);
+- ``bounds``: accesses outside their allocation or V# range, per layout and kind
+  (``allocation``, ``num_records``); whether one wrap causes them is not decided here;
+- ``unclassified``: a counterexample whose cause was not decided, one per check.
+"""
+from __future__ import annotations
+
+import re
+from typing import Dict, List, Optional, Tuple
+
+from addrsim.prove.verdict import Cause, Verdict
+
+SHAPE_ORDER = ("batch", "nhead_q", "seqlen_q", "seqlen_k", "nhead_k", "hdim_q", "hdim_v", "total_q", "total_k")
+"""The order in which a smallest shape is smallest (that of the minimisation, README.md)."""
+
+FIX_FORMULA = {
+    "lse": "pattern A (load nhead_q and Hs_lsed from the kernel arguments and compute "
+           "batch_id*nhead_q*Hs_lsed + head_id*Hs_lsed: layout-independent) or, with no SGPR free, "
+           "pattern B (detect SBHD by s_BAs < s_Seqs and rebuild the batch term on that branch)",
+    "dq": "pattern C (a dQ offset derived as Hdim * s_LseD_base is fixed with the LSE/D base) or "
+          "pattern D (a dQ batch term of its own from s_BAs needs the same SBHD branching)",
+}
+FIX_FORMULA["d"] = FIX_FORMULA["lse"]
+FIX_FORMULA["dq_acc"] = FIX_FORMULA["dq"]
+
+
+def _key(c: dict) -> Tuple:
+    """The root-cause key of a counterexample check (see the module docstring)."""
+    cause = c.get("cause") or "unclassified"
+    if cause == Cause.OVERFLOW:
+        site = next((w for w in c.get("overflow") or [] if w.get("matters")), None)
+        if site is None:
+            return ("wrap", None, "", c["buffer"], c["layout"])
+        if site["kind"] == "argument":
+            return ("host cast", site["argument"])
+        if site.get("pc") is not None:
+            return ("wrap", site["pc"])
+        return ("wrap", None, site.get("formula") or site["text"])
+    if cause == Cause.FORMULA:
+        return ("formula", c["layout"], _own_pointer_out(c.get("difference") or "", c["buffer"]))
+    if cause == Cause.LOOP:
+        m = re.search(r"loop (0x[0-9a-f]+-0x[0-9a-f]+)", c.get("reason") or "")
+        return ("loop", m.group(1) if m else c["buffer"])
+    if c.get("property") == "bounds" and cause in ("allocation", "num_records"):
+        return ("bounds", cause, c["layout"])
+    return ("unclassified", c["buffer"], c["layout"], c.get("property"))
+
+
+def _own_pointer_out(text: str, buffer: str) -> str:
+    """``text`` with the buffer's pointer symbol (its name in any case) replaced by ``P``."""
+    return re.sub(rf"\b{re.escape(buffer)}\b", "P", text, flags=re.IGNORECASE)
+
+
+def _shape_rank(shape: Dict[str, int]) -> Tuple:
+    return tuple(shape.get(v, 0) for v in SHAPE_ORDER)
+
+
+def _reach(checks: List[dict]) -> str:
+    r = [(c.get("routing") or {}).get("reachable") for c in checks]
+    if any(x is True for x in r):
+        return "reachable"
+    if r and all(x is False for x in r):
+        return "latent"
+    return "routing unknown"
+
+
+def _name(c: dict) -> str:
+    return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
+
+
+def root_causes(kernel: dict) -> List[dict]:
+    """The root causes of one kernel's counterexamples (JSON form of a kernel report), in the
+    order of their first check, then one ``host cast`` per argument of ``host_limits``.  Each:
+    ``id`` (1, 2, ...), ``kind``, ``title``, ``where`` (``pc``, ``instruction``, ``line`` when
+    known, else None), ``boundary`` (layout -> the condition under which it breaks, in shape
+    variables where they suffice), ``checks`` (``buffer/layout[ bounds]``), ``smallest`` (the
+    smallest counterexample shape among them, with its check and whether it is proven
+    minimal), ``reach`` (reachable, latent or routing unknown) and ``fix`` (the fix pattern
+    that applies, or "")."""
+    groups: Dict[Tuple, List[dict]] = {}
+    for c in kernel.get("checks") or []:
+        if c.get("verdict") == Verdict.COUNTEREXAMPLE:
+            groups.setdefault(_key(c), []).append(c)
+    out = [_cause(key, cs) for key, cs in groups.items()]
+    limits: Dict[str, List[dict]] = {}
+    for lim in kernel.get("host_limits") or []:
+        limits.setdefault(lim["argument"], []).append(lim)
+    for arg, lims in limits.items():
+        mine = next((r for r in out if r["kind"] == "host cast" and r["title"].endswith(f" {arg}")), None)
+        if mine is None:
+            mine = _cause(("host cast", arg), [])
+            out.append(mine)
+        for lim in lims:
+            mine["boundary"].setdefault(lim["layout"], lim["boundary"])
+            if mine["smallest"] is None or _shape_rank(lim["shape"]) < _shape_rank(mine["smallest"]["shape"]):
+                mine["smallest"] = {"check": f"host limit ({lim['layout']})", "shape": lim["shape"], "minimal": True,
+                                    "memory_bytes": lim.get("memory_bytes")}
+    for i, r in enumerate(out, 1):
+        r["id"] = i
+    return out
+
+
+def _cause(key: Tuple, checks: List[dict]) -> dict:
+    """One root cause from its key and its counterexample checks."""
+    kind = key[0]
+    best = min(checks, key=lambda c: _shape_rank(c["counterexample"]["shape"]), default=None)
+    smallest = None if best is None else {
+        "check": _name(best), "shape": best["counterexample"]["shape"],
+        "minimal": bool(best["counterexample"].get("minimal", True)),
+        "memory_bytes": best["counterexample"].get("memory_bytes")}
+    r = {"id": 0, "kind": kind, "title": "", "where": None, "boundary": {}, "checks": [_name(c) for c in checks],
+         "smallest": smallest, "reach": _reach(checks) if checks else "host", "fix": ""}
+    site = None
+    for c in checks if kind in ("wrap", "host cast") else ():
+        w = next((w for w in c.get("overflow") or [] if w.get("matters")), None)
+        site = site or w
+        if w is not None:
+            r["boundary"].setdefault(c["layout"], w.get("shape_boundary") or w.get("boundary") or "")
+    _describe(r, key, checks, site)
+    return r
+
+
+def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> None:
+    """Fill ``title``, ``where`` and ``fix`` of the root cause ``r``."""
+    kind = key[0]
+    if kind == "wrap":
+        w = site or {}
+        if w.get("pc") is not None:
+            r["where"] = {"pc": w["pc"], "instruction": w.get("instruction", ""), "line": w.get("line")}
+            r["title"] = f"{w.get('width', 32)}-bit wrap at {w['pc']:#x}: {w.get('instruction', '')}"
+        elif site is None:
+            r["title"] = ("a wrap that no single operation explains (proved over the integers, refuted in "
+                          "hardware arithmetic; the wrap sites were not located)")
+        else:
+            r["title"] = (f"{w.get('width', 32)}-bit wrap of a value built outside any one instruction "
+                          f"(a merged path or a replaced division idiom): {w.get('formula', '')}")
+        r["fix"] = _wrap_fix(w.get("instruction", ""))
+    elif kind == "host cast":
+        r["title"] = f"the host's u32 cast of kernel argument {key[1]}"
+        r["fix"] = ("a host limit, not the kernel's: the host must refuse or reroute shapes past the boundary "
+                    "(or pass the argument in 64 bits)")
+    elif kind == "formula":
+        r["title"] = f"offset wrong over the integers too ({key[1]}): extracted - expected = {key[2] or '?'}"
+        r["boundary"] = {key[1]: "every shape whose difference is not 0 (see the checks)"}
+        r["fix"] = next((FIX_FORMULA[c["buffer"]] for c in checks if c["buffer"] in FIX_FORMULA), "")
+    elif kind == "loop":
+        r["title"] = f"a later iteration of loop {key[1]} steps by an amount that depends on batch_id or head_id"
+    elif kind == "bounds":
+        what = "inside the V#'s num_records but outside the allocation" if key[1] == "allocation" else \
+            "inside the allocation but outside the V#'s num_records"
+        r["title"] = f"accesses {what} ({key[2]})"
+    else:
+        r["title"] = f"counterexample of undecided cause ({', '.join(r['checks'])})"
+
+
+def _wrap_fix(instruction: str) -> str:
+    """The fix of a 32-bit wrap by the instruction that wraps (examples/q_*_u64.s)."""
+    op = instruction.split(" ", 1)[0]
+    if op.startswith("s_mul"):
+        return ("keep the product in 64 bits: s_mul_hi_u32 for the high half, s_add_u32/s_addc_u32 into the "
+                "V# base (examples/q_batch_u64.s, examples/q_slice_u64.s)")
+    if op.startswith("s_add") or op.startswith("s_sub"):
+        return ("carry into the high word: s_addc_u32 (s_subb_u32) on the 64-bit base, not a 32-bit sum "
+                "(examples/q_slice_u64.s)")
+    if op.startswith("v_"):
+        return ("move the (batch, head) slice offset into the 64-bit V# base (s_add_u32/s_addc_u32), so the "
+                "32-bit VGPR offset holds only the offset inside the slice")
+    return "compute the offset in 64 bits (examples/q_slice_u64.s)"
+
+
+def summary_line(kernel: dict, causes: Optional[List[dict]] = None) -> str:
+    """One line for a kernel: counterexamples and their root causes, latent ones, then the
+    other verdicts and the host limits."""
+    causes = root_causes(kernel) if causes is None else causes
+    checks = kernel.get("checks") or []
+    counts: Dict[str, int] = {}
+    for c in checks:
+        counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
+    ncex = counts.pop(Verdict.COUNTEREXAMPLE, 0)
+    latent = sum(1 for c in checks if c["verdict"] == Verdict.COUNTEREXAMPLE
+                 and (c.get("routing") or {}).get("reachable") is False)
+    kinds: Dict[str, int] = {}
+    for r in causes:
+        if r["checks"]:
+            kinds[r["kind"]] = kinds.get(r["kind"], 0) + 1
+    parts = [f"{ncex} counterexample(s)" + (f" from {sum(kinds.values())} root cause(s) ("
+                                              + ", ".join(f"{n} {k}" for k, n in kinds.items()) + ")" if ncex else "")]
+    if latent:
+        parts.append(f"{latent} of them latent")
+    parts += [f"{n} {v}" for v, n in sorted(counts.items())]
+    hosts = sum(1 for r in causes if r["kind"] == "host cast")
+    if hosts:
+        parts.append(f"{hosts} host cast(s)")
+    return "; ".join(parts)

@@ -1,0 +1,176 @@
+"""Findings by root cause (addrsim.report.causes), the shape-only wrap boundary
+(addrsim.prove.wraps) and the text report built on them, on hand-made reports.
+
+Specification: checks that fail through one wrap site are one root cause, listing each
+check; its smallest shape is the least in the order batch, nhead_q, seqlen_q; a host cast
+is one root cause per argument whatever the layout; a wrong formula on LSE and D is one
+root cause with fix patterns A/B; the text report prints one block per root cause and a
+summary line, and checks left undecided for the same reason share one line.
+"""
+import io
+
+import sympy
+
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Sym
+from addrsim.prove.wraps import GQA_EXACT, _formula, last_workgroup
+from addrsim.report.causes import root_causes, summary_line
+from addrsim.report.text import print_table
+
+SHAPE = {"batch": 2, "nhead_q": 9, "nhead_k": 1, "seqlen_q": 986944, "seqlen_k": 986944, "hdim_q": 128,
+         "hdim_v": 128}
+
+
+def _site(pc, instruction="s_add_u32 s55, s61, s62", boundary="seqlen_q*(batch - 1) >= 2**24", matters=True,
+          kind="instruction", argument=""):
+    return {"kind": kind, "pc": pc, "instruction": instruction, "argument": argument, "width": 32,
+            "machine": 0, "exact": 1 << 32, "matters": matters, "formula": "256*seqlen_q*batch_id",
+            "boundary": "seqlen_q*batch_id >= 2**24", "shape_boundary": boundary, "text": "..."}
+
+
+def _cex(buffer, layout, cause="overflow", shape=None, overflow=(), reachable=True, prop="address",
+         difference="", minimal=True):
+    x = {"shape": dict(shape or SHAPE), "coords": {"batch_id": 1, "head_id": 0}, "kernargs": {"BAs": 0},
+         "address": {"extracted": 0, "expected": 4 << 30}, "lane": 0, "access_pc": 0x3bf0,
+         "minimal": minimal, "memory_bytes": 1 << 30}
+    return {"buffer": buffer, "layout": layout, "property": prop, "verdict": "counterexample", "cause": cause,
+            "overflow": list(overflow), "counterexample": x, "extracted": "", "expected": "",
+            "difference": difference, "reason": "", "time_s": 1.0,
+            "routing": {"reachable": reachable, "host": "h", "entry_points": [], "masked_by": ["batch <= 1"]}}
+
+
+def _other(buffer, layout, verdict, reason, prop="bounds"):
+    return {"buffer": buffer, "layout": layout, "property": prop, "verdict": verdict, "reason": reason,
+            "counterexample": None, "time_s": 0.5, "extracted": "", "expected": "", "difference": ""}
+
+
+def _kernel(checks, limits=()):
+    return {"file": "/k/bwd.co", "kernel": "_Zk", "arch": "gfx942", "host": "h", "checks": checks,
+            "host_limits": list(limits)}
+
+
+def test_checks_through_one_wrap_site_are_one_root_cause_with_the_least_shape():
+    small = dict(SHAPE, batch=1, nhead_q=17)
+    k = _kernel([_cex("q", "bhsd", overflow=[_site(0x2b4c)]),
+                 _cex("do", "bshd", overflow=[_site(0x2b4c, boundary="256*batch*nhead_q*seqlen_q >= 2**32")],
+                      shape=small)])
+    [r] = root_causes(k)
+    assert r["kind"] == "wrap" and r["where"]["pc"] == 0x2b4c
+    assert r["title"] == "32-bit wrap at 0x2b4c: s_add_u32 s55, s61, s62"
+    assert r["checks"] == ["q/bhsd", "do/bshd"]
+    assert r["boundary"] == {"bhsd": "seqlen_q*(batch - 1) >= 2**24", "bshd": "256*batch*nhead_q*seqlen_q >= 2**32"}
+    assert r["smallest"]["check"] == "do/bshd" and r["smallest"]["shape"]["batch"] == 1
+    assert r["reach"] == "reachable" and "s_addc_u32" in r["fix"]
+
+
+def test_the_first_site_that_matters_decides_and_distinct_sites_are_distinct_causes():
+    k = _kernel([_cex("q", "bhsd", overflow=[_site(0x10, matters=False), _site(0x2b4c)]),
+                 _cex("lse", "bhsd", overflow=[_site(0x2b54, "s_mul_i32 s62, s4, s53")])])
+    rs = root_causes(k)
+    assert [r["where"]["pc"] for r in rs] == [0x2b4c, 0x2b54]
+    assert "s_mul_hi_u32" in rs[1]["fix"]
+
+
+def test_host_cast_is_one_root_cause_per_argument():
+    lim = {"argument": "BAs", "layout": "bhsd", "boundary": "nhead_q*seqlen_q >= 2**24",
+           "shape": dict(SHAPE, batch=1, nhead_q=16), "memory_bytes": 1 << 34}
+    k = _kernel([], [lim, dict(lim, layout="bshd")])
+    [r] = root_causes(k)
+    assert r["kind"] == "host cast" and r["checks"] == [] and r["reach"] == "host"
+    assert r["boundary"] == {"bhsd": "nhead_q*seqlen_q >= 2**24", "bshd": "nhead_q*seqlen_q >= 2**24"}
+    assert r["title"] == "the host's u32 cast of kernel argument BAs"
+
+
+def test_wrong_formula_on_lse_and_d_is_one_cause_with_patterns_a_and_b():
+    k = _kernel([_cex("lse", "sbhd", cause="formula", difference="4*batch_id*nhead_q - 4*batch_id + LSE",
+                      reachable=False),
+                 _cex("d", "sbhd", cause="formula", difference="4*batch_id*nhead_q - 4*batch_id + D",
+                      reachable=False)])
+    [r] = root_causes(k)
+    assert r["kind"] == "formula" and r["checks"] == ["lse/sbhd", "d/sbhd"]
+    assert r["reach"] == "latent" and "pattern A" in r["fix"] and "pattern B" in r["fix"]
+
+
+def test_overflow_without_a_located_site_is_its_own_wrap_cause():
+    k = _kernel([_cex("dq", "sbhd", overflow=[]), _cex("dq", "bshd", overflow=[])])
+    rs = root_causes(k)
+    assert [r["checks"] for r in rs] == [["dq/sbhd"], ["dq/bshd"]]
+    assert all(r["kind"] == "wrap" and "not located" in r["title"] for r in rs)
+
+
+def test_summary_line_counts_causes_latent_and_other_verdicts():
+    k = _kernel([_cex("q", "bhsd", overflow=[_site(0x2b4c)]), _cex("do", "bhsd", overflow=[_site(0x2b4c)]),
+                 _cex("lse", "sbhd", cause="formula", reachable=False),
+                 _other("k", "bshd", "unknown", "check budget spent"), {**_other("q", "sbhd", "proved", None)}])
+    assert summary_line(k) == ("3 counterexample(s) from 2 root cause(s) (1 wrap, 1 formula); 1 of them latent; "
+                               "1 proved; 1 unknown")
+
+
+def test_text_report_prints_one_block_per_root_cause_and_groups_reasons():
+    k = _kernel([_cex("q", "bhsd", overflow=[_site(0x2b4c)]), _cex("do", "bhsd", overflow=[_site(0x2b4c)]),
+                 _other("q", "bhsd", "unsupported", "bounds of later iterations are not checked; 28 accesses"),
+                 _other("do", "bhsd", "unsupported", "bounds of later iterations are not checked; 7 accesses")])
+    buf = io.StringIO()
+    print_table({"kernels": [k]}, buf)
+    text = buf.getvalue()
+    assert text.count("ROOT CAUSE") == 1
+    assert "ROOT CAUSE 1 of 1: 32-bit wrap at 0x2b4c: s_add_u32 s55, s61, s62" in text
+    assert "    breaks: q/bhsd, do/bhsd\n" in text
+    assert "    boundary (bhsd): seqlen_q*(batch - 1) >= 2**24\n" in text
+    assert "unsupported (q/bhsd bounds, do/bhsd bounds): bounds of later iterations are not checked\n" in text
+    assert text.rstrip().endswith("summary: 2 counterexample(s) from 1 root cause(s) (1 wrap); 2 unsupported")
+    assert "kernel arguments:" not in text          # per-check details only with details=True
+    buf = io.StringIO()
+    print_table({"kernels": [k]}, buf, details=True)
+    assert buf.getvalue().count("kernel arguments:") == 2
+
+
+# ---------------------------------------------------------------------------- the shape boundary
+
+def _shape(name):
+    return Sym(name, 64, "shape")
+
+
+def test_shape_boundary_puts_the_ids_at_the_last_workgroup():
+    """256*batch_id*nhead_q*seqlen_q wraps for some workgroup exactly when it wraps for the
+    last batch (batch_id = batch - 1)."""
+    b_id = X.zext(Sym("batch_id", 32, "id"), 64)
+    e = X.mul(X.mul(X.mul(b_id, _shape("nhead_q")), _shape("seqlen_q")), Const(256, 64))
+    last = last_workgroup({"batch_id": _shape("batch")}, "tid_x")
+    f = _formula(e, 32, last)
+    assert f["boundary"] == "batch_id*nhead_q*seqlen_q >= 2**24"
+    assert f["shape_boundary"] == "nhead_q*seqlen_q*(batch - 1) >= 2**24"
+
+
+def test_shape_boundary_is_not_given_when_the_value_can_fall_as_an_id_grows():
+    h = X.zext(Sym("head_id", 32, "id"), 64)
+    e = X.sub(X.mul(_shape("seqlen_q"), Const(1 << 20, 64)), X.mul(h, Const(256, 64)))
+    f = _formula(e, 32, last_workgroup({"head_id": _shape("nhead_q")}, "tid_x"))
+    assert "boundary" in f and "shape_boundary" not in f
+
+
+def test_shape_boundary_reads_the_last_key_head_under_an_integer_gqa_ratio():
+    """floor(head_id / (nhead_q / nhead_k)) at head_id = nhead_q - 1 is nhead_k - 1 when
+    nhead_q is a multiple of nhead_k."""
+    h = X.zext(Sym("head_id", 32, "id"), 64)
+    kv = X.udiv(h, X.udiv(_shape("nhead_q"), _shape("nhead_k")))
+    e = X.mul(X.mul(kv, _shape("seqlen_k")), Const(256, 64))
+    last = last_workgroup({"head_id": _shape("nhead_q")}, "tid_x", gqa_exact=True)
+    assert GQA_EXACT in last
+    assert _formula(e, 32, last)["shape_boundary"] == "seqlen_k*(nhead_k - 1) >= 2**24"
+    plain = _formula(e, 32, last_workgroup({"head_id": _shape("nhead_q")}, "tid_x"))["shape_boundary"]
+    assert "floor" in plain
+
+
+def test_shape_boundary_is_exact_at_sample_points():
+    """The shape boundary holds exactly where the value at the last workgroup reaches 2**32
+    (checked against evaluation at points on both sides)."""
+    b_id = X.zext(Sym("batch_id", 32, "id"), 64)
+    e = X.mul(X.add(X.mul(b_id, _shape("nhead_q")), _shape("nhead_q")), Const(1 << 24, 64))
+    f = _formula(e, 32, last_workgroup({"batch_id": _shape("batch")}, "tid_x"))
+    text = f["shape_boundary"]
+    lhs, rhs = text.split(" >= ")
+    for batch, nh in [(1, 255), (1, 256), (2, 128), (4, 63), (4, 64)]:
+        value = X.evaluate(e, {"batch_id": batch - 1, "nhead_q": nh})
+        holds = sympy.sympify(lhs).subs({"batch": batch, "nhead_q": nh}) >= sympy.sympify(rhs)
+        assert bool(holds) == (value >= 1 << 32), (batch, nh)
