@@ -9,13 +9,26 @@ everywhere; the gradients computed with LSE/D read through each kernel's address
 must agree: wrong exactly where the prover says so."""
 import ast
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-torch = pytest.importorskip("torch")
+
+
+def _importable(name: str) -> bool:
+    try:
+        __import__(name)
+        return True
+    except ImportError:
+        return False
+
+
+HAS_TORCH = _importable("torch")
+needs_torch = pytest.mark.skipif(not HAS_TORCH, reason="needs PyTorch (pip install -e '.[gpu]')")
+HAS_CUDA = HAS_TORCH and __import__("torch").cuda.is_available()
 
 from addrsim.gpu.crossrun import TOL, gather, run_case, run_plan  # noqa: E402
 from addrsim.commands.repro import script  # noqa: E402
@@ -43,6 +56,7 @@ def small_plan():
 
 
 @pytest.mark.slow
+@needs_torch
 def test_buggy_fails_sbhd_and_passes_bhsd_end_to_end(tmp_path):
     """`addrsim crosscheck` on the buggy kernel, torch backend on the CPU: the cases come from
     the prover, the gradients are computed, predicted == observed in every case, SBHD has a
@@ -70,6 +84,7 @@ def test_buggy_fails_sbhd_and_passes_bhsd_end_to_end(tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 10_000
 
 
+@needs_torch
 def test_small_plan_agrees_on_the_cpu(small_plan):
     """The committed plan of both synthetic kernels (tests/data/crosscheck_small_plan.json):
     the buggy one fails in SBHD only, the fixed one passes everywhere."""
@@ -82,6 +97,7 @@ def test_small_plan_agrees_on_the_cpu(small_plan):
     assert rep["confusion"]["pass/fail"] == rep["confusion"]["fail/pass"] == 0
 
 
+@needs_torch
 def test_a_wrong_offset_is_observed(small_plan):
     """The runner must be able to see a fault it was not told about: moving batch 1's LSE
     slice of a passing case by one row makes it fail (the check is not vacuous)."""
@@ -96,7 +112,9 @@ def test_a_wrong_offset_is_observed(small_plan):
     assert r.max_rel_err["d"] < 1e-5      # D itself is still right
 
 
+@needs_torch
 def test_out_of_range_reads_are_zero():
+    import torch
     buf = torch.arange(10, dtype=torch.float32)
     assert gather(buf, 4 * 8, True, 4).tolist() == [8.0, 9.0, 0.0, 0.0]
     assert gather(buf, -8, True, 3).tolist() == [0.0, 0.0, 0.0]
@@ -105,7 +123,7 @@ def test_out_of_range_reads_are_zero():
 
 @pytest.mark.gpu
 @pytest.mark.slow
-@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a GPU (the device tool's H200)")
+@pytest.mark.skipif(not HAS_CUDA, reason="needs a CUDA GPU and PyTorch (pip install -e '.[gpu]')")
 def test_triton_and_torch_agree_on_the_small_cases(small_plan):
     """Both backends give the same pass/fail on the same cases, and the errors of correct runs
     are fp32 rounding on both."""
@@ -196,6 +214,7 @@ def test_crossrun_refuses_a_plan_with_a_missing_offset(tmp_path, small_plan):
     assert p.returncode == 3 and "case 3: no offsets for d" in p.stderr
 
 
+@needs_torch
 @pytest.mark.parametrize("device,words", [("foo", "not a PyTorch device"), ("meta", "cpu or cuda devices only")])
 def test_crossrun_refuses_a_bad_device_in_one_line(tmp_path, small_plan, device, words):
     f = tmp_path / "plan.json"
@@ -234,3 +253,19 @@ def test_repro_selects_the_kernels_accumulator(corpus, tmp_path, name, atomic32)
     text = out.read_text()
     assert f"ATOMIC_FP32 = {atomic32}" in text and f"-v3_atomic_fp32={int(atomic32)}" in text
     assert "expect PASS" in text         # the prover proves this small shape
+
+
+def test_crossrun_without_pytorch_says_so_in_one_line(tmp_path, small_plan):
+    """Without PyTorch (hidden here by a package that fails to import) the runner refuses in
+    one line that names the extra to install, exit status 3, no traceback."""
+    hide = tmp_path / "hide" / "torch"
+    hide.mkdir(parents=True)
+    (hide / "__init__.py").write_text("raise ImportError('hidden by the test')\n")
+    f = tmp_path / "plan.json"
+    f.write_text(json.dumps(small_plan))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path / "hide"), str(Path(__file__).parents[1]),
+                                                         os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-m", "addrsim.gpu.crossrun", str(f), "--backend", "torch"],
+                       capture_output=True, text=True, env=env)
+    assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr
+    assert p.stderr.strip() == "addrsim: the cross-check needs PyTorch: pip install -e '.[gpu]'"

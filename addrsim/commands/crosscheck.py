@@ -350,23 +350,23 @@ def run(args) -> int:
             if run:
                 import torch  # noqa: F401
         except ImportError:
-            raise InputError("--backend", "the cross-check needs PyTorch (pip install torch)") from None
+            raise InputError("--backend", "the cross-check needs PyTorch: pip install -e '.[gpu]'") from None
         if run and args.device:
             try:
                 dev = torch.device(args.device)
             except (RuntimeError, ValueError) as e:
                 raise InputError("--device", f"not a torch device: {args.device!r} ({e})") from None
             if dev.type == "cuda" and not torch.cuda.is_available():
-                raise InputError("--device", f"{args.device}: no GPU here (torch.cuda.is_available() is False)")
+                raise InputError("--device", f"{args.device}: no CUDA GPU here (torch.cuda.is_available() is False)")
             if dev.type not in ("cpu", "cuda"):
                 raise InputError("--device", f"{args.device}: the torch backend runs on cpu or cuda")
         if run and args.backend == "triton":
             try:
                 __import__("triton")
             except ImportError:
-                raise InputError("--backend", "the triton backend needs Triton and a GPU") from None
+                raise InputError("--backend", "the triton backend needs Triton and a CUDA GPU") from None
             if not torch.cuda.is_available():
-                raise InputError("--backend", "the triton backend needs a GPU (torch.cuda.is_available() is False)")
+                raise InputError("--backend", "the triton backend needs a CUDA GPU (torch.cuda.is_available() is False)")
         cases = build_cases(af, args.file, layouts, args.cases, like=args.like, timeout_ms=args.timeout,
                             bounds=dict(args.bound) or None,
                             progress=lambda m: sys.stderr.write(f"addrsim: {m}\n"))

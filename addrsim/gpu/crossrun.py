@@ -291,7 +291,11 @@ def main(argv=None) -> int:
     if not plan["cases"]:
         print(f"addrsim: {a.plan}: the plan has no cases", file=sys.stderr)
         return 2
-    import torch
+    try:
+        import torch
+    except ImportError:
+        print("addrsim: the cross-check needs PyTorch: pip install -e '.[gpu]'", file=sys.stderr)
+        return 3
     if a.device is not None:
         try:
             dev = torch.device(a.device)
@@ -304,7 +308,7 @@ def main(argv=None) -> int:
             return 3
     if a.backend == "triton" or (a.device or "cpu").startswith("cuda"):
         if not torch.cuda.is_available():
-            print("addrsim: --backend triton (or a cuda device) needs a GPU: torch.cuda.is_available() is False",
+            print("addrsim: --backend triton (or a cuda device) needs a CUDA GPU: torch.cuda.is_available() is False",
                   file=sys.stderr)
             return 3
     if a.json and (os.path.isdir(a.json) or not os.access(os.path.dirname(os.path.abspath(a.json)), os.W_OK)):
