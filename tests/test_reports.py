@@ -34,9 +34,14 @@ def make_reports(file=FILE):
     cex = {"shape": dict(SHAPE), "coords": {"batch_id": 1, "head_id": 0},
            "kernargs": {"seq_len": 1048576, "BAs": 0}, "address": {"extracted": 0, "expected": 67108864},
            "lane": 0, "grid": {"batch_id": 1, "head_id": 0, "tid": 0}, "access_pc": 16048}  # 0x3eb0
+    site = {"kind": "instruction", "pc": 0x2b54, "instruction": "s_mul_i32 s62, s4, s53", "argument": "",
+            "width": 32, "machine": 0, "exact": 1 << 32, "matters": True, "formula": "256*batch_id*nhead_q*seqlen_q",
+            "boundary": "batch_id*nhead_q*seqlen_q >= 2**24",
+            "shape_boundary": "nhead_q*seqlen_q*(batch - 1) >= 2**24", "text": "s_mul_i32 s62, s4, s53 at 0x2b54"}
     checks = [
         _check("lse", "sbhd", "proved", time_s=0.08),
-        _check("lse", "bhsd", "counterexample", counterexample=cex, time_s=1.81),
+        _check("lse", "bhsd", "counterexample", counterexample=cex, time_s=1.81, cause="overflow", overflow=[site],
+               routing={"host": "h", "reachable": True}),
         _check("d", "bhsd", "unsupported", reason="no buffer access whose V# base is the d argument was found",
                time_s=0.5),
     ]
@@ -80,46 +85,63 @@ def test_sarif_driver_and_rules():
     assert driver["name"] == "addrsim"
     assert driver["version"] == "0.1.0"
     assert driver["informationUri"].startswith("https://")
-    assert [r["id"] for r in driver["rules"]] == ["addrsim/lse", "addrsim/d"]
-    assert driver["rules"][0]["shortDescription"]["text"] == "LSE base address matches the host layout"
-    assert driver["rules"][1]["shortDescription"]["text"] == "D base address matches the host layout"
+    # one rule per kind of root cause that appears, and one for checks left undecided
+    assert [r["id"] for r in driver["rules"]] == ["addrsim/wrap", "addrsim/undecided"]
+    assert driver["rules"][0]["shortDescription"]["text"] == \
+        "A 32-bit operation on the address path wraps inside device memory"
 
 
 def test_sarif_results_levels_and_rule_ids():
     run = to_sarif(make_reports(), "0.1.0")["runs"][0]
     results = run["results"]
-    assert len(results) == 2  # proved gives none
-    assert [(r["ruleId"], r["level"]) for r in results] == [("addrsim/lse", "error"), ("addrsim/d", "warning")]
+    assert len(results) == 2  # one root cause, one undecided check; proved gives none
+    assert [(r["ruleId"], r["level"]) for r in results] == [("addrsim/wrap", "error"), ("addrsim/undecided", "warning")]
     rules = run["tool"]["driver"]["rules"]
     for r in results:
         assert rules[r["ruleIndex"]]["id"] == r["ruleId"]
 
 
+def test_sarif_one_result_per_root_cause():
+    """Two checks broken by one wrap site are one result that names both."""
+    reps = make_reports()
+    checks = reps[0]["kernels"][0]["checks"]
+    checks.append(copy.deepcopy(checks[1]))
+    checks[-1]["buffer"] = "d"
+    results = to_sarif(reps, "0.1.0")["runs"][0]["results"]
+    assert [r["ruleId"] for r in results] == ["addrsim/wrap", "addrsim/undecided"]
+    assert results[0]["properties"]["checks"] == ["lse/bhsd", "d/bhsd"]
+    assert "Breaks lse/bhsd, d/bhsd (reachable)" in results[0]["message"]["text"]
+
+
 def test_sarif_counterexample_message_location_properties():
     cex = to_sarif(make_reports(), "0.1.0")["runs"][0]["results"][0]
     text = cex["message"]["text"]
-    assert SYM in text and "lse" in text and "bhsd" in text
-    assert "batch=2 nhead_q=16 nhead_k=1 seqlen_q=1048576 seqlen_k=1048576 hdim_q=128 hdim_v=128" in text
-    assert "batch_id=1 head_id=0" in text
-    assert "is 0," in text and "expects 67108864" in text
-    assert "0x3eb0" in text
+    assert text.startswith(f"Kernel {SYM}: 32-bit wrap at 0x2b54: s_mul_i32 s62, s4, s53.")
+    assert "Smallest shape: batch=2 nhead_q=16 nhead_k=1 seqlen_q=1048576 seqlen_k=1048576 hdim_q=128 " \
+           "hdim_v=128 (lse/bhsd)." in text
+    assert "Boundary: bhsd: nhead_q*seqlen_q*(batch - 1) >= 2**24." in text
+    assert "Fix: keep the product in 64 bits" in text
     loc = cex["locations"][0]
     assert loc["physicalLocation"]["artifactLocation"] == {"uri": "file:///opt/kernels/bwd_hd128_bf16_a16_rtne.co"}
-    assert loc["physicalLocation"]["address"] == {"absoluteAddress": 0x3eb0, "kind": "instruction"}
+    assert loc["physicalLocation"]["address"] == {"absoluteAddress": 0x2b54, "kind": "instruction"}
     assert loc["logicalLocations"] == [{"name": SYM, "fullyQualifiedName": SYM, "kind": "function"}]
     p = cex["properties"]
-    assert p["arch"] == "gfx942"
-    assert p["layout"] == "bhsd"
-    assert p["shape"] == SHAPE
-    assert p["access_pc"] == "0x3eb0"
-    assert (p["batch_id"], p["head_id"]) == (1, 0)
-    assert (p["extracted_offset"], p["expected_offset"]) == (0, 67108864)
+    assert p["arch"] == "gfx942" and p["kind"] == "wrap" and p["reach"] == "reachable"
+    assert p["smallest"]["shape"] == SHAPE
+    assert p["boundary"] == {"bhsd": "nhead_q*seqlen_q*(batch - 1) >= 2**24"}
+
+
+def test_sarif_listing_line_is_the_region():
+    reps = make_reports()
+    reps[0]["kernels"][0]["checks"][1]["overflow"][0]["line"] = 1234
+    loc = to_sarif(reps, "0.1.0")["runs"][0]["results"][0]["locations"][0]
+    assert loc["physicalLocation"]["region"] == {"startLine": 1234}
 
 
 def test_sarif_unsupported_message_has_reason():
     res = to_sarif(make_reports(), "0.1.0")["runs"][0]["results"][1]
     assert res["message"]["text"] == (
-        f"Kernel {SYM}: the d address in layout bhsd could not be checked (unsupported): "
+        f"Kernel {SYM}: d/bhsd could not be decided (unsupported): "
         "no buffer access whose V# base is the d argument was found.")
     assert "address" not in res["locations"][0]["physicalLocation"]
     assert res["properties"]["verdict"] == "unsupported"
@@ -129,6 +151,7 @@ def test_sarif_access_pc_as_hex_string_and_unknown_verdict():
     reps = make_reports()
     checks = reps[0]["kernels"][0]["checks"]
     checks[1]["counterexample"]["access_pc"] = "0x3eb0"
+    checks[1]["overflow"] = []              # no wrap site located: the access locates the result
     checks.append(_check("d", "bshd", "unknown", reason="solver timeout"))
     log = to_sarif(reps, "0.1.0")
     validate(log)
@@ -157,7 +180,7 @@ def test_sarif_all_proved_has_empty_results():
     log = to_sarif(reps, "0.1.0")
     validate(log)
     assert log["runs"][0]["results"] == []
-    assert [r["id"] for r in log["runs"][0]["tool"]["driver"]["rules"]] == ["addrsim/lse"]
+    assert log["runs"][0]["tool"]["driver"]["rules"] == []
 
 
 # ---------------------------------------------------------------------------- JUnit
@@ -222,6 +245,6 @@ def test_writers(tmp_path):
 
 def test_writers_dash_is_stdout(capsys):
     write_sarif("-", make_reports(), "0.1.0")
-    assert json.loads(capsys.readouterr().out)["runs"][0]["results"][0]["ruleId"] == "addrsim/lse"
+    assert json.loads(capsys.readouterr().out)["runs"][0]["results"][0]["ruleId"] == "addrsim/wrap"
     write_junit("-", make_reports())
     assert ET.fromstring(capsys.readouterr().out.encode()).tag == "testsuites"

@@ -62,14 +62,17 @@ def test_json_report_has_routes(scanned):
     assert doc["skipped"][0]["file"].endswith("notes.co")
 
 
-def test_sarif_one_result_per_counterexample(scanned):
+def test_sarif_one_result_per_root_cause(scanned):
     log = json.loads((scanned[1] / "r.sarif").read_text())
     assert log["version"] == "2.1.0"
-    res = log["runs"][0]["results"]
-    # the reachable counterexample is an error, the latent one a warning that says what masks it
-    assert [(r["ruleId"], r["level"], r["properties"]["finding"]) for r in res] == [
-        ("addrsim/lse", "error", "reachable"), ("addrsim/lse", "warning", "latent")]
-    assert "batch_stride_q >= stride_q" in res[1]["properties"]["masked_by"]
+    res = [r for r in log["runs"][0]["results"] if r["ruleId"] != "addrsim/host-cast"]
+    # the reachable wrap is an error, the latent wrong formula a warning that says what masks it
+    assert [(r["ruleId"], r["level"], r["properties"]["reach"]) for r in res] == [
+        ("addrsim/wrap", "error", "reachable"), ("addrsim/formula", "warning", "latent")]
+    assert res[0]["locations"][0]["physicalLocation"]["address"]["absoluteAddress"] == 0x2b54
+    assert any("batch_stride_q >= stride_q" in m for m in res[1]["properties"]["masked_by"])
+    notes = [r for r in log["runs"][0]["results"] if r["ruleId"] == "addrsim/host-cast"]
+    assert notes and all(r["level"] == "note" for r in notes)
     assert res[0]["locations"][0]["physicalLocation"]["artifactLocation"]["uri"].endswith("bwd_hd128_bf16_a16_rtne.co")
 
 

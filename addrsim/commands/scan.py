@@ -41,6 +41,7 @@ from addrsim.errors import AddrsimError
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
 from addrsim.report.causes import root_causes, summary_line
+from addrsim.report.gate import gate, gate_status, gate_text, load_accepted, load_baseline
 
 SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's.  Tried
 SCAN_CHECK_MRU = 20.0   # 2026-12-03: verify's 10/60 decide K, V and dO SBHD of the README kernel
@@ -362,6 +363,7 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
         mark = "" if sm.get("minimal", True) else " (not proven minimal)"
         out.append(f"  [{rc['id']}] {rc['title']}")
         out.append(f"      breaks {', '.join(rc['checks'])}; smallest {shape} ({sm['check']}){mark}; {rc['reach']}")
+        out += _marks(k, rc)
         c = next(c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _tag(c) == sm["check"])
         rt = c.get("routing") or {}
         if rt.get("reachable") is False:
@@ -372,6 +374,19 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
             out.append(f"      routed from: {cfgs}" if routes else f"      no configuration in {ROUTING_CSV} routes to this kernel")
     for (verdict, why), tags in undecided.items():
         out.append(f"  {MARK[verdict]} {verdict} ({', '.join(tags)}): {why}")
+    return out
+
+
+def _marks(k: dict, rc: dict) -> List[str]:
+    """The gate's marks of a root cause's checks: new against the baseline, accepted."""
+    checks = [c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _tag(c) in rc["checks"]]
+    new = [_tag(c) for c in checks if c.get("baseline") == "new"]
+    out = [f"      NEW since the baseline: {', '.join(new)}"] if new else []
+    acc: Dict[str, List[str]] = {}
+    for c in checks:
+        if c.get("accepted"):
+            acc.setdefault(f"entry {c['accepted']['entry']}: {c['accepted']['reason']}", []).append(_tag(c))
+    out += [f"      accepted ({why}): {', '.join(tags)}" for why, tags in acc.items()]
     return out
 
 
@@ -405,6 +420,12 @@ def register(sub) -> None:
     sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
     sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
     sc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    sc.add_argument("--baseline", metavar="OLD.json",
+                    help="an earlier --json report: fail only on findings it does not have (new, unchanged and "
+                         "gone are listed; SARIF baselineState)")
+    sc.add_argument("--accepted", metavar="FILE.yaml",
+                    help="accepted findings (kernel glob, buffer, layout, property, cause, a required reason, "
+                         "optional expires): marked accepted in every output and never failing")
     sc.add_argument("--no-progress", "--quiet", "-q", dest="no_progress", action="store_true", help="no progress bar")
     sc.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
@@ -421,6 +442,8 @@ def run(args) -> int:
     try:
         for flag in ("json", "sarif", "junit"):      # before the work, not after it
             check_output(getattr(args, flag), f"--{flag}")
+        baseline = load_baseline(args.baseline) if args.baseline else None
+        accepted = load_accepted(args.accepted) if args.accepted else []
         files = list(args.model) + list(args.layouts)
         ms = load_models(files)
         for lay in layouts:
@@ -444,17 +467,22 @@ def run(args) -> int:
     errors = [r["error"] for r in reports if r.get("error")]
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]],
               "skipped": [{"file": f, "reason": w} for f, w in corpus.skipped], "errors": errors}
+    gated = args.baseline is not None or args.accepted is not None
+    if gated:
+        merged["gate"] = gate(merged["kernels"], baseline, accepted)
     try:
         if args.json == "-":
             json.dump(merged, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
             print(summary(reports, corpus, layouts))
+            if gated:
+                print("\n".join(gate_text(merged["gate"])))
             if args.json:
                 with open(args.json, "w") as fh:
                     json.dump(merged, fh, indent=2)
         if args.sarif:
-            write_sarif(args.sarif, reports, __version__)
+            write_sarif(args.sarif, reports, __version__, gate=merged.get("gate"))
         if args.junit:
             write_junit(args.junit, reports)
     except OSError as e:
@@ -464,4 +492,4 @@ def run(args) -> int:
         sys.stderr.write(f"addrsim: {e}\n")
     if errors:
         return EXIT_BAD_INPUT
-    return exit_status(reports)
+    return gate_status(merged["gate"], merged["kernels"]) if gated else exit_status(reports)

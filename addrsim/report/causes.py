@@ -2,8 +2,8 @@
 
 Owns :func:`root_causes` and :func:`summary_line`.  Both read the JSON form of a kernel's
 report (:func:`addrsim.report.json.check_json`, ``host_limits``), nothing else; the text report
-(:mod:`addrsim.report.text`), ``scan`` and the JSON's ``root_causes`` render from them.  May
-import addrsim.prove.verdict.
+(:mod:`addrsim.report.text`), ``scan``, SARIF and the JSON's ``root_causes`` render from them.
+May import addrsim.prove.verdict and addrsim.report.gate.
 
 A root cause is one of (its ``kind``):
 
@@ -26,9 +26,13 @@ import re
 from typing import Dict, List, Optional, Tuple
 
 from addrsim.prove.verdict import Cause, Verdict
+from addrsim.report.gate import fingerprint
 
 SHAPE_ORDER = ("batch", "nhead_q", "seqlen_q", "seqlen_k", "nhead_k", "hdim_q", "hdim_v", "total_q", "total_k")
 """The order in which a smallest shape is smallest (that of the minimisation, README.md)."""
+
+SAFE_NAMES = set(SHAPE_ORDER) | {"batch_id", "head_id", "kv_tile", "tid_x", "floor", "Mod", "P"}
+"""The names :func:`_factored` lets sympy read (shape variables, grid ids, lane, floor, Mod)."""
 
 FIX_FORMULA = {
     "lse": "pattern A (load nhead_q and Hs_lsed from the kernel arguments and compute "
@@ -92,13 +96,16 @@ def root_causes(kernel: dict) -> List[dict]:
     known, else None), ``boundary`` (layout -> the condition under which it breaks, in shape
     variables where they suffice), ``checks`` (``buffer/layout[ bounds]``), ``smallest`` (the
     smallest counterexample shape among them, with its check and whether it is proven
-    minimal), ``reach`` (reachable, latent or routing unknown) and ``fix`` (the fix pattern
-    that applies, or "")."""
+    minimal), ``reach`` (reachable, latent or routing unknown; ``masked_by``, the routing
+    conditions that hide a latent one), ``fix`` (the fix pattern
+    that applies, or "") and ``findings`` (the checks' fingerprints, :mod:`addrsim.report.gate`)."""
     groups: Dict[Tuple, List[dict]] = {}
     for c in kernel.get("checks") or []:
         if c.get("verdict") == Verdict.COUNTEREXAMPLE:
             groups.setdefault(_key(c), []).append(c)
     out = [_cause(key, cs) for key, cs in groups.items()]
+    for r, cs in zip(out, groups.values()):
+        r["findings"] = [fingerprint(kernel, c) for c in cs]
     limits: Dict[str, List[dict]] = {}
     for lim in kernel.get("host_limits") or []:
         limits.setdefault(lim["argument"], []).append(lim)
@@ -126,13 +133,15 @@ def _cause(key: Tuple, checks: List[dict]) -> dict:
         "minimal": bool(best["counterexample"].get("minimal", True)),
         "memory_bytes": best["counterexample"].get("memory_bytes")}
     r = {"id": 0, "kind": kind, "title": "", "where": None, "boundary": {}, "checks": [_name(c) for c in checks],
-         "smallest": smallest, "reach": _reach(checks) if checks else "host", "fix": ""}
+         "smallest": smallest, "reach": _reach(checks) if checks else "host", "fix": "", "findings": []}
     site = None
     for c in checks if kind in ("wrap", "host cast") else ():
         w = next((w for w in c.get("overflow") or [] if w.get("matters")), None)
         site = site or w
         if w is not None:
             r["boundary"].setdefault(c["layout"], w.get("shape_boundary") or w.get("boundary") or "")
+    if r["reach"] == "latent" and best is not None:
+        r["masked_by"] = list((best.get("routing") or {}).get("masked_by") or [])
     _describe(r, key, checks, site)
     return r
 
@@ -157,8 +166,10 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["fix"] = ("a host limit, not the kernel's: the host must refuse or reroute shapes past the boundary "
                     "(or pass the argument in 64 bits)")
     elif kind == "formula":
-        r["title"] = f"offset wrong over the integers too ({key[1]}): extracted - expected = {key[2] or '?'}"
-        r["boundary"] = {key[1]: "every shape whose difference is not 0 (see the checks)"}
+        diff = _factored(key[2])
+        r["title"] = f"offset wrong over the integers too ({key[1]}): extracted - expected = {diff or '?'}"
+        if diff:
+            r["boundary"] = {key[1]: f"{diff} != 0"}
         r["fix"] = next((FIX_FORMULA[c["buffer"]] for c in checks if c["buffer"] in FIX_FORMULA), "")
     elif kind == "loop":
         r["title"] = f"a later iteration of loop {key[1]} steps by an amount that depends on batch_id or head_id"
@@ -168,6 +179,21 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["title"] = f"accesses {what} ({key[2]})"
     else:
         r["title"] = f"counterexample of undecided cause ({', '.join(r['checks'])})"
+
+
+def _factored(text: str) -> str:
+    """``text`` (sympy's printing of an integer expression) factored, for display; the text
+    itself when sympy cannot read it (floors of bit operations, long formulas)."""
+    if not text or len(text) > 400 or not re.fullmatch(r"[A-Za-z0-9_ +\-*/()]*", text):
+        return text
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    if not words <= SAFE_NAMES:        # sympify evaluates: only names of the report's own formulas
+        return text
+    try:
+        import sympy
+        return str(sympy.factor(sympy.sympify(text)))
+    except Exception:   # display only
+        return text
 
 
 def _wrap_fix(instruction: str) -> str:

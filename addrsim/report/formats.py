@@ -6,24 +6,19 @@ code object, ``{"tool", "version", "kernels": [...]}``, see README.md) and only 
 **SARIF** (:func:`to_sarif`) follows the *Static Analysis Results Interchange Format (SARIF)
 Version 2.1.0* OASIS Standard (with Errata 01) and validates against its JSON schema
 (``sarif-schema-2.1.0.json``).  The log holds one run (§3.14) whose tool driver (§3.18,
-§3.19) lists one rule, a ``reportingDescriptor`` (§3.49), per buffer that appears in the
-reports, with id ``addrsim/<buffer>``.  Each check that did not prove becomes a result
-(§3.27):
-
-* ``counterexample``: level ``error``; the message gives the kernel, the buffer, the layout,
-  the smallest failing shape, ``batch_id``/``head_id`` and the byte offsets (from the (0, 0)
-  slice) that the kernel computes and that the layout expects.
-* ``unknown``, ``unsupported`` (and any other verdict but ``proved``): level ``warning``; the
-  message gives the reason.
-* ``proved``: no result.
-
-A result's location (§3.28) names the code object file as its physical location
-(``artifactLocation.uri``, §3.4, §3.29: a relative URI reference, or a ``file:`` URI for an
-absolute path; with ``root`` given, a path under it is relative to the base id ``SRCROOT``,
-§3.14.14), the instruction address of the failing access where known (``address``, §3.32),
-and the kernel symbol as a logical location of kind ``function`` (§3.33).  Its property bag
-(§3.8) carries arch, buffer, layout, verdict, shape, coordinates, access_pc and the
-formulas.  GitHub code scanning and other SARIF viewers read this log.
+§3.19) lists one rule, a ``reportingDescriptor`` (§3.49), per kind of root cause that
+appears (:data:`RULES`: ``addrsim/wrap``, ``addrsim/host-cast``, ``addrsim/formula``,
+``addrsim/loop``, ``addrsim/bounds``, ``addrsim/unclassified``) and ``addrsim/undecided``.
+Each root cause of a kernel (:mod:`addrsim.report.causes`) is one result (§3.27), at the
+instruction that causes it (``address``, §3.32; ``region.startLine`` for listing input) in
+the code object file (``artifactLocation``, §3.4: a relative URI reference, a ``file:`` URI
+for an absolute path, or relative to ``SRCROOT`` under ``root``, §3.14.14), with the kernel
+symbol as a logical location of kind ``function`` (§3.33); its message gives the checks it
+breaks, the smallest shape, the boundary and the fix, its property bag (§3.8) the same as
+data.  Each check left unknown, unsupported or unreachable is a ``warning`` with its reason.
+Against a baseline each result has a ``baselineState`` (§3.27.24) and findings gone since
+are ``absent`` results; accepted findings carry ``suppressions`` (§3.27.23).  GitHub code
+scanning and other SARIF viewers read this log.
 
 **JUnit XML** (:func:`to_junit`) is the de-facto format that Jenkins (JUnit plugin) and
 GitLab (``artifacts:reports:junit``) read: a ``<testsuites>`` root, one ``<testsuite>`` per
@@ -45,7 +40,7 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple, Union
 from urllib.parse import quote
 
-from junitparser import Error, Failure, JUnitXml, TestCase, TestSuite
+from junitparser import Error, Failure, JUnitXml, Skipped, TestCase, TestSuite
 
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 SARIF_VERSION = "2.1.0"
@@ -111,32 +106,40 @@ def _reason(check: dict) -> str:
 
 # ---------------------------------------------------------------------------- SARIF
 
-def _rule(buffer: str) -> dict:
-    words = [w for w in re.split(r"[^0-9A-Za-z]+", buffer) if w]
-    if buffer.endswith("-bounds"):
-        b = buffer[:-len("-bounds")]
-        return {
-            "id": f"addrsim/{buffer}",
-            "name": "".join(w[:1].upper() + w[1:] for w in words[:-1]) + "InBounds",
-            "shortDescription": {"text": f"{b.upper()} accesses stay inside the tensor and the V#'s num_records"},
-            "fullDescription": {"text": (
-                f"Every checked access of the {b} buffer that passes the V# range check lies inside the "
-                f"tensor's allocation, and every access inside the workgroup's own slice passes the range "
-                f"check (otherwise it silently reads 0). When not, addrsim reports the smallest shape.")},
-            "defaultConfiguration": {"level": "error"},
-            "properties": {"tags": ["correctness", "memory-safety"]},
-        }
-    return {
-        "id": f"addrsim/{buffer}",
-        "name": "".join(w[:1].upper() + w[1:] for w in words) + "BaseAddress",
-        "shortDescription": {"text": f"{buffer.upper()} base address matches the host layout"},
-        "fullDescription": {"text": (
-            f"Every access of the {buffer} buffer computes, for every shape within the bounds, "
-            f"the byte address that the host layout gives. When it does not, addrsim reports the "
-            f"smallest shape on which the addresses differ.")},
-        "defaultConfiguration": {"level": "error"},
-        "properties": {"tags": ["correctness", "memory-address"]},
-    }
+RULES = {
+    "wrap": ("Wrap32", "A 32-bit operation on the address path wraps inside device memory",
+             "An instruction that builds a buffer address keeps only 32 bits of a value that grows past 2**32 "
+             "for a shape whose tensors fit in the device's memory: the kernel reads or writes another slice."),
+    "host cast": ("HostCast", "The host's u32 cast truncates a kernel argument",
+                  "The host passes a stride or size cast to 32 bits; past the boundary the kernel receives a "
+                  "truncated value. A limit of the argument ABI: the host must refuse or reroute such shapes."),
+    "formula": ("WrongFormula", "The offset is wrong over the integers too",
+                "The kernel computes a slice offset from a stride that is right for some layouts only (a "
+                "borrowed stride): wrong without any wraparound."),
+    "loop": ("LoopStep", "A loop's per-iteration step depends on the workgroup",
+             "A later iteration of a loop that accesses the buffer is wrong for some (batch_id, head_id)."),
+    "bounds": ("OutOfBounds", "An access leaves its allocation or its V#'s range",
+               "An access that passes the V# range check lies outside the tensor's allocation, or an access "
+               "inside the workgroup's own slice is clamped by the V# (read as 0, a write dropped)."),
+    "unclassified": ("Counterexample", "A wrong address of undecided cause",
+                     "A counterexample whose cause (overflow or formula) was not decided."),
+    "undecided": ("Undecided", "A check addrsim could not decide",
+                  "The check ended unknown, unsupported or unreachable; the message gives the reason."),
+}
+_CAUSE_RULE = {"overflow": "wrap", "formula": "formula", "loop": "loop", "allocation": "bounds",
+               "num_records": "bounds"}
+
+
+def _rule(kind: str) -> dict:
+    name, short, full = RULES[kind]
+    return {"id": _rule_id(kind), "name": name, "shortDescription": {"text": short},
+            "fullDescription": {"text": full},
+            "defaultConfiguration": {"level": "warning" if kind in ("undecided", "host cast") else "error"},
+            "properties": {"tags": ["correctness", "memory-address"]}}
+
+
+def _rule_id(kind: str) -> str:
+    return "addrsim/" + kind.replace(" ", "-")
 
 
 def _artifact_location(file: str, root: Optional[PathLike]) -> dict:
@@ -153,103 +156,148 @@ def _artifact_location(file: str, root: Optional[PathLike]) -> dict:
     return {"uri": quote(p.as_posix())}
 
 
-def _message(kernel: dict, check: dict) -> str:
-    sym, buf, lay, verdict = kernel.get("kernel"), check.get("buffer"), check.get("layout"), check.get("verdict")
-    if verdict != Verdict.COUNTEREXAMPLE:
-        return (f"Kernel {sym}: the {buf} address in layout {lay} could not be checked "
-                f"({verdict}): {_reason(check)}.")
-    cex = check.get(Verdict.COUNTEREXAMPLE)
-    if cex and check.get("property") == "bounds":
-        return (f"Kernel {sym}: a {buf} access in layout {lay} is out of bounds. "
-                f"Smallest failing shape: {_shape_text(cex.get('shape'))}, at {_coords_text(cex)} "
-                f"(lane {cex.get('lane')}): {_reason(check)}.")
-    if not cex:
-        return (f"Kernel {sym} computes a wrong {buf} address in layout {lay} "
-                f"(the report holds no counterexample){': ' + check['reason'] if check.get('reason') else ''}.")
-    ext, exp = _offsets(cex)
-    where = f" (lane {cex['lane']}" if cex.get("lane") is not None else ""
-    pc = _pc_text(cex.get("access_pc"))
-    if pc:
-        where += f", access at {pc}" if where else f" (access at {pc}"
-    where += ")" if where else ""
-    return (f"Kernel {sym} computes a wrong {buf} address in layout {lay}. "
-            f"Smallest failing shape: {_shape_text(cex.get('shape'))}. "
-            f"At {_coords_text(cex)}{where} the kernel's byte offset from the (0,0) slice is {ext}, "
-            f"the {lay} layout expects {exp}.")
-
-
-def _properties(kernel: dict, check: dict) -> dict:
-    props = {"arch": kernel.get("arch"), "file": kernel.get("file"), "kernel": kernel.get("kernel"),
-             "buffer": check.get("buffer"), "layout": check.get("layout"), "verdict": check.get("verdict"),
-             "reason": check.get("reason"), "extracted_formula": check.get("extracted"),
-             "expected_formula": check.get("expected"), "difference": check.get("difference")}
-    rt = check.get("routing") or {}
-    if check.get("verdict") == Verdict.COUNTEREXAMPLE:
-        props["finding"] = "latent" if rt.get("reachable") is False else "reachable"
-        props["host"] = rt.get("host")
-        props["masked_by"] = "; ".join(rt.get("masked_by") or []) or None
-    cex = check.get(Verdict.COUNTEREXAMPLE)
-    if cex:
-        ext, exp = _offsets(cex)
-        props.update({"shape": cex.get("shape"), **_coords(cex), "lane": cex.get("lane"),
-                      "access_pc": _pc_text(cex.get("access_pc")),
-                      "extracted_offset": ext, "expected_offset": exp})
-    return {k: v for k, v in props.items() if v is not None and v != ""}
-
-
-def _result(kernel: dict, check: dict, rule_index: int, root: Optional[PathLike]) -> dict:
+def _location(kernel: dict, root, pc: Optional[int], line: Optional[int]) -> dict:
+    """A result's location: the code object (or listing) file, the instruction address and
+    the listing line where known, and the kernel symbol as a function."""
     physical = {"artifactLocation": _artifact_location(str(kernel.get("file")), root)}
-    cex = check.get(Verdict.COUNTEREXAMPLE) or {}
-    pc = _pc(cex.get("access_pc"))
     if pc is not None and pc >= 0:
         physical["address"] = {"absoluteAddress": pc, "kind": "instruction"}
+    if line:
+        physical["region"] = {"startLine": int(line)}
     sym = str(kernel.get("kernel"))
-    return {
-        "ruleId": f"addrsim/{check.get('buffer')}" + ("-bounds" if check.get("property") == "bounds" else ""),
-        "ruleIndex": rule_index,
-        # a latent kernel bug (no host entry point launches a failing shape) is a warning
-        "level": "error" if check.get("verdict") == Verdict.COUNTEREXAMPLE
-                 and (check.get("routing") or {}).get("reachable") is not False else "warning",
-        "message": {"text": _message(kernel, check)},
-        "locations": [{
-            "physicalLocation": physical,
-            "logicalLocations": [{"name": sym, "fullyQualifiedName": sym, "kind": "function"}],
-        }],
-        "partialFingerprints": {
-            "addrsimCheck/v1": f"{os.path.basename(str(kernel.get('file')))}:{sym}:"
-                               f"{check.get('buffer')}:{check.get('layout')}"
-                               + (":bounds" if check.get("property") == "bounds" else "")},
-        "properties": _properties(kernel, check),
-    }
+    return {"physicalLocation": physical,
+            "logicalLocations": [{"name": sym, "fullyQualifiedName": sym, "kind": "function"}]}
+
+
+def _cause_message(kernel: dict, r: dict) -> str:
+    sym = kernel.get("kernel")
+    sm = r.get("smallest") or {}
+    parts = [f"Kernel {sym}: {r['title']}."]
+    if r["checks"]:
+        parts.append(f"Breaks {', '.join(r['checks'])} ({r['reach']}"
+                     + (f": masked by {'; '.join(r['masked_by'])}" if r.get("masked_by") else "") + ").")
+    if sm:
+        parts.append(f"Smallest shape: {_shape_text(sm.get('shape'))} ({sm.get('check')}"
+                     + ("" if sm.get("minimal", True) else ", not proven minimal") + ").")
+    if r["boundary"]:
+        parts.append("Boundary: " + "; ".join(f"{lay}: {b}" for lay, b in r["boundary"].items()) + ".")
+    if r.get("fix"):
+        parts.append(f"Fix: {r['fix']}.")
+    return " ".join(parts)
+
+
+def _cause_result(kernel: dict, r: dict, rule_index: int, root, gate: Optional[dict]) -> dict:
+    """One SARIF result for a root cause (:mod:`addrsim.report.causes`)."""
+    where = r.get("where") or {}
+    sm = r.get("smallest") or {}
+    cex = next((c.get(Verdict.COUNTEREXAMPLE) or {} for c in kernel.get("checks", [])
+                if c.get("verdict") == Verdict.COUNTEREXAMPLE and _tag(c) == sm.get("check")), {})
+    pc = where.get("pc") if where.get("pc") is not None else _pc(cex.get("access_pc"))
+    line = where.get("line") or (cex.get("access_line") if where.get("pc") is None else None)
+    level = {"reachable": "error", "host": "note"}.get(r["reach"], "warning")
+    res = {"ruleId": _rule_id(r["kind"]), "ruleIndex": rule_index, "level": level,
+           "message": {"text": _cause_message(kernel, r)},
+           "locations": [_location(kernel, root, pc, line)],
+           "partialFingerprints": {"addrsimCause/v1": f"{kernel.get('arch')}:{kernel.get('kernel')}:{r['kind']}:"
+                                                       + ",".join(sorted(r["checks"]) or [r["title"]])},
+           "properties": {k: r[k] for k in ("kind", "checks", "boundary", "smallest", "reach", "masked_by", "fix",
+                                                    "findings")
+                          if r.get(k) not in (None, "", [], {})}}
+    res["properties"].update(arch=kernel.get("arch"), kernel=kernel.get("kernel"))
+    _gate_marks(res, r.get("findings") or [], gate, kernel)
+    return res
+
+
+def _gate_marks(res: dict, fps: List[str], gate: Optional[dict], kernel: dict) -> None:
+    """baselineState (§3.27.24) and suppressions (§3.27.23, accepted findings) of a result."""
+    if not gate:
+        return
+    new = set(gate.get("new") or [])
+    if gate.get("baseline") and fps:
+        n = sum(1 for fp in fps if fp in new)
+        res["baselineState"] = "new" if n == len(fps) else "unchanged" if n == 0 else "updated"
+    acc = [c["accepted"] for c in kernel.get("checks", []) if c.get("accepted") and _fp(kernel, c) in fps]
+    if fps and len(acc) == len(fps):
+        res["suppressions"] = [{"kind": "external", "status": "accepted",
+                                "justification": "; ".join(sorted({a["reason"] for a in acc}))}]
+
+
+def _fp(kernel: dict, check: dict) -> str:
+    from addrsim.report.gate import fingerprint
+    return fingerprint(kernel, check)
+
+
+def _tag(c: dict) -> str:
+    return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
+
+
+def _undecided_result(kernel: dict, check: dict, rule_index: int, root, gate: Optional[dict]) -> dict:
+    """One SARIF result for a check that ended unknown, unsupported or unreachable."""
+    sym = kernel.get("kernel")
+    res = {"ruleId": _rule_id("undecided"), "ruleIndex": rule_index, "level": "warning",
+           "message": {"text": f"Kernel {sym}: {_tag(check)} could not be decided ({check.get('verdict')}): "
+                               f"{_reason(check)}."},
+           "locations": [_location(kernel, root, None, None)],
+           "partialFingerprints": {"addrsimCheck/v1": _fp(kernel, check)},
+           "properties": {"arch": kernel.get("arch"), "kernel": sym, "buffer": check.get("buffer"),
+                          "layout": check.get("layout"), "property": check.get("property", "address"),
+                          "verdict": check.get("verdict"), "reason": _reason(check)}}
+    _gate_marks(res, [_fp(kernel, check)], gate, kernel)
+    return res
+
+
+def _absent_result(fp: str, index: Dict[str, int], rules: List[dict]) -> dict:
+    """A finding of the baseline not found again (baselineState "absent")."""
+    parts = fp.split(":")
+    kind = _CAUSE_RULE.get(parts[5], "unclassified") if len(parts) > 5 else "undecided"
+    if kind not in index:
+        index[kind] = len(rules)
+        rules.append(_rule(kind))
+    sym = parts[1] if len(parts) > 1 else fp
+    return {"ruleId": _rule_id(kind), "ruleIndex": index[kind], "level": "note", "baselineState": "absent",
+            "message": {"text": f"Gone since the baseline: {fp}."},
+            "locations": [{"logicalLocations": [{"name": sym, "fullyQualifiedName": sym, "kind": "function"}]}],
+            "partialFingerprints": {"addrsimCheck/v1": fp}}
 
 
 def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike] = None,
-             information_uri: str = INFORMATION_URI) -> dict:
+             information_uri: str = INFORMATION_URI, gate: Optional[dict] = None) -> dict:
     """The reports as one SARIF 2.1.0 log (a JSON-ready dict), one run.
 
-    Rules (§3.19.23): one per buffer that appears in any check, in order of appearance.
-    Results (§3.14.23, always present, empty when everything proved): one per check whose
-    verdict is not ``proved``; a reachable ``counterexample`` is level ``error``, a latent one
-    (properties ``finding``, ``masked_by``) and the other verdicts ``warning``
-    (§3.27.10).  ``root``: make the files under it relative URIs with ``uriBaseId``
-    ``SRCROOT`` (§3.14.14), as GitHub code scanning wants; other files keep a relative path
-    as a relative URI and an absolute one as a ``file:`` URI."""
+    Rules (§3.19.23): one per root-cause kind that appears (``addrsim/wrap``,
+    ``addrsim/host-cast``, ``addrsim/formula``, ``addrsim/loop``, ``addrsim/bounds``,
+    ``addrsim/unclassified``) and ``addrsim/undecided``.  Results (§3.14.23, always present):
+    one per root cause of each kernel (:func:`addrsim.report.causes.root_causes`: level
+    ``error`` when the host reaches it, ``warning`` when latent or not known, ``note`` for a
+    host cast), located at its instruction (address, and listing line for listing input),
+    then one ``warning`` per check left unknown, unsupported or unreachable.  With ``gate``
+    (:func:`addrsim.report.gate.gate`): ``baselineState`` on each result, one ``absent``
+    result per finding gone since the baseline, and ``suppressions`` for accepted findings.
+    ``root``: make the files under it relative URIs with ``uriBaseId`` ``SRCROOT``
+    (§3.14.14), as GitHub code scanning wants."""
+    from addrsim.report.causes import root_causes
     rules: List[dict] = []
     index: Dict[str, int] = {}
     results: List[dict] = []
-    for kernel, check in _checks(reports):
-        buf = str(check.get("buffer")) + ("-bounds" if check.get("property") == "bounds" else "")
-        if buf not in index:
-            index[buf] = len(rules)
-            rules.append(_rule(buf))
-        if check.get("verdict") == Verdict.PROVED:
-            continue
-        results.append(_result(kernel, check, index[buf], root))
-    run = {
-        "tool": {"driver": {"name": "addrsim", "version": str(tool_version),
-                            "informationUri": information_uri, "rules": rules}},
-        "results": results,
-    }
+
+    def rule(kind: str) -> int:
+        if kind not in index:
+            index[kind] = len(rules)
+            rules.append(_rule(kind))
+        return index[kind]
+
+    for rep in reports:
+        for kernel in rep.get("kernels", []):
+            for r in kernel.get("root_causes") or root_causes(kernel):
+                results.append(_cause_result(kernel, r, rule(r["kind"]), root, gate))
+            for c in kernel.get("checks", []):
+                if c.get("verdict") not in (Verdict.PROVED, Verdict.COUNTEREXAMPLE):
+                    results.append(_undecided_result(kernel, c, rule("undecided"), root, gate))
+    for fp in (gate or {}).get("gone") or []:
+        results.append(_absent_result(fp, index, rules))
+    run = {"tool": {"driver": {"name": "addrsim", "version": str(tool_version),
+                               "informationUri": information_uri, "rules": rules}},
+           "results": results}
     if root is not None:
         base = Path(os.path.abspath(root)).as_uri()
         run["originalUriBaseIds"] = {SRCROOT: {"uri": base if base.endswith("/") else base + "/"}}
@@ -310,7 +358,8 @@ def to_junit(reports: List[dict]) -> str:
     ``time_s``.  ``counterexample`` -> ``<failure type="counterexample">`` (message: smallest
     shape, coordinates and both byte offsets; body: details and formulas), ``unknown`` /
     ``unsupported`` (any verdict but ``proved``) -> ``<error>`` with the reason as message and
-    the verdict as type; ``proved`` -> a passed test case."""
+    the verdict as type; ``proved`` -> a passed test case; a finding accepted by the gate
+    (:mod:`addrsim.report.gate`) -> ``<skipped>`` with its reason."""
     files: Dict[str, Tuple[List[str], List[TestCase]]] = {}
     for kernel, check in _checks(reports):
         arches, cases = files.setdefault(str(kernel.get("file")), ([], []))
@@ -322,7 +371,10 @@ def to_junit(reports: List[dict]) -> str:
                            + (" bounds" if check.get("property") == "bounds" else "")), _x(kernel.get("kernel")),
                         float(t) if t is not None else None)
         verdict = check.get("verdict")
-        if verdict == Verdict.COUNTEREXAMPLE:
+        if check.get("accepted") and verdict != Verdict.PROVED:
+            acc = check["accepted"]
+            case.result = [Skipped(_x(f"accepted {verdict} (entry {acc['entry']}): {acc['reason']}"))]
+        elif verdict == Verdict.COUNTEREXAMPLE:
             case.result = [_failure(check)]
         elif verdict != Verdict.PROVED:
             case.result = [_error(check)]

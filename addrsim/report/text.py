@@ -17,6 +17,11 @@ def _signed(v: int) -> str:
     return f"{v} (= {v - (1 << 64)})" if v >= 1 << 63 else str(v)
 
 
+def _size(n: int) -> str:
+    """Bytes as GiB, or MiB below 1 GiB."""
+    return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
+
+
 def _short(text: str, limit: int = 300) -> str:
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters; full text in --json)"
 
@@ -109,7 +114,7 @@ def _print_cause(r: dict, k: dict, n: int, out) -> None:
     sm = r.get("smallest")
     if sm:
         shape = " ".join(f"{a}={b}" for a, b in sm["shape"].items())
-        mem = f"; {sm['memory_bytes'] / 2**30:.2f} GiB" if sm.get("memory_bytes") else ""
+        mem = f"; {_size(sm['memory_bytes'])}" if sm.get("memory_bytes") else ""
         mark = "" if sm.get("minimal", True) else ", not proven minimal: the minimisation budget ran out"
         out.write(f"    smallest shape: {shape} ({sm['check']}{mark}{mem})\n")
         c = next((c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _name(c) == sm["check"]), None)

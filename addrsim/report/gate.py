@@ -1,0 +1,193 @@
+"""The CI gate: findings against a baseline report and a file of accepted findings.
+
+Owns :func:`fingerprint`, :func:`load_baseline`, :func:`load_accepted` and :func:`gate`.  They
+read the JSON form of the reports (README.md) and mark it; ``scan --baseline`` and
+``--accepted`` use them, and the text, SARIF and JUnit outputs render the marks.  May import
+addrsim.prove.verdict and addrsim.errors.
+
+A **finding** is a check that did not prove, named by its fingerprint
+``arch:kernel symbol:buffer/layout:property:verdict[:cause]`` (no file path, no instruction
+address, no shape: it stays the same when the wheel moves, a patch shifts the code, or the
+minimisation finds another shape).  Against a baseline (an earlier ``--json`` report) each
+finding is ``new`` or ``unchanged``, and the baseline's findings that are not found again are
+``gone``.  An accepted-findings file (YAML, read with ``yaml.safe_load``, never evaluated)
+lists entries::
+
+    accepted:
+      - kernel: "gfx942/bwd_hd128_*_a16_*"   # glob on arch/file name or on the kernel symbol
+        buffer: lse                          # optional globs: buffer, layout, property, cause
+        layout: sbhd
+        reason: "latent: codegen.py sends SBHD to a16 only with batch 1"   # required
+        expires: 2027-06-30                  # optional (YYYY-MM-DD): not applied after it
+
+A matching finding is ``accepted`` (with its reason) in every output; an entry that matches
+no finding is ``stale``, one past its date ``expired`` (its findings count again).  The gate
+fails on findings that are new (or every finding, without a baseline) and not accepted.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import fnmatch
+import json
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from addrsim.errors import InputError
+from addrsim.prove.verdict import Verdict
+
+ENTRY_KEYS = {"kernel", "buffer", "layout", "property", "cause", "reason", "expires"}
+MATCH_KEYS = ("buffer", "layout", "property", "cause")
+
+
+def fingerprint(kernel: dict, check: dict) -> str:
+    """The finding's name (module docstring): stable across paths, code moves and shapes."""
+    fp = (f"{kernel.get('arch')}:{kernel.get('kernel')}:{check['buffer']}/{check['layout']}:"
+          f"{check.get('property', 'address')}:{check['verdict']}")
+    return fp + (f":{check.get('cause') or 'unclassified'}" if check["verdict"] == Verdict.COUNTEREXAMPLE else "")
+
+
+def findings(kernels: List[dict]) -> Dict[str, Tuple[dict, dict]]:
+    """Fingerprint -> (kernel, check) of every check that did not prove."""
+    return {fingerprint(k, c): (k, c) for k in kernels for c in k.get("checks") or []
+            if c.get("verdict") != Verdict.PROVED}
+
+
+def load_baseline(path: str) -> Dict[str, str]:
+    """Fingerprint -> verdict of the findings of an earlier ``--json`` report (of ``scan`` or
+    ``verify``).  Raises InputError naming the file when it is not one."""
+    try:
+        data = json.loads(Path(path).read_text())
+    except OSError as e:
+        raise InputError(path, f"cannot read the baseline ({e.strerror})") from None
+    except (ValueError, RecursionError) as e:
+        raise InputError(path, f"the baseline is not JSON ({' '.join(str(e).split())[:200]})") from None
+    if not isinstance(data, dict) or data.get("tool") != "addrsim" or not isinstance(data.get("kernels"), list):
+        raise InputError(path, "the baseline is not an addrsim --json report (no \"tool\": \"addrsim\" with kernels)")
+    try:
+        return {fp: c["verdict"] for fp, (_, c) in findings(data["kernels"]).items()}
+    except (KeyError, TypeError, AttributeError) as e:
+        raise InputError(path, f"the baseline is not an addrsim --json report (a check lacks {e})") from None
+
+
+def load_accepted(path: str) -> List[dict]:
+    """The entries of an accepted-findings file (module docstring), each a dict with every
+    key of ENTRY_KEYS (None where absent; ``expires`` a date).  Raises InputError naming the
+    file and the entry for YAML that is not such a list, a missing or empty reason, an
+    unknown key or a date that is not YYYY-MM-DD."""
+    import yaml
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise InputError(path, f"cannot read the accepted findings ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise InputError(path, f"not YAML ({' '.join(str(e).split())[:200]})") from None
+    if not isinstance(data, dict) or set(data) != {"accepted"} or not isinstance(data["accepted"], list):
+        raise InputError(path, "expected one key, accepted: a list of entries")
+    return [_entry(path, i, e) for i, e in enumerate(data["accepted"], 1)]
+
+
+def _entry(path: str, i: int, e) -> dict:
+    where = f"accepted entry {i}"
+    if not isinstance(e, dict):
+        raise InputError(path, f"{where}: not a mapping")
+    unknown = sorted(set(map(str, e)) - ENTRY_KEYS)
+    if unknown:
+        raise InputError(path, f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(ENTRY_KEYS))})")
+    for k in ("kernel", "reason"):
+        if not isinstance(e.get(k), str) or not e[k].strip():
+            raise InputError(path, f"{where}: {k} is required (a non-empty string)")
+    for k in MATCH_KEYS:
+        if e.get(k) is not None and not isinstance(e[k], str):
+            raise InputError(path, f"{where}: {k} must be a string (a glob)")
+    exp = e.get("expires")
+    if exp is not None and not isinstance(exp, _dt.date):
+        try:
+            exp = _dt.date.fromisoformat(str(exp))
+        except ValueError:
+            raise InputError(path, f"{where}: expires must be a date YYYY-MM-DD, got {exp!r}") from None
+    out = {k: e.get(k) for k in ENTRY_KEYS}
+    out.update(expires=exp, index=i)
+    return out
+
+
+def _matches(entry: dict, kernel: dict, check: dict) -> bool:
+    names = (f"{kernel.get('arch')}/{Path(str(kernel.get('file', ''))).name}", str(kernel.get("kernel")))
+    if not any(fnmatch.fnmatchcase(n, entry["kernel"]) for n in names):
+        return False
+    values = {"buffer": check["buffer"], "layout": check["layout"], "property": check.get("property", "address"),
+              "cause": check.get("cause") or ("unclassified" if check["verdict"] == Verdict.COUNTEREXAMPLE
+                                              else check["verdict"])}
+    return all(entry[k] is None or fnmatch.fnmatchcase(values[k], entry[k]) for k in MATCH_KEYS)
+
+
+def gate(kernels: List[dict], baseline: Optional[Dict[str, str]], accepted: List[dict],
+         today: Optional[_dt.date] = None) -> dict:
+    """Mark each finding of ``kernels`` (in place: ``baseline`` "new"/"unchanged" when a
+    baseline is given, ``accepted`` {reason, entry} when an entry applies) and return the
+    gate's summary: fingerprints ``new``, ``unchanged``, ``gone``, ``accepted``, ``failing``
+    (new, or any without a baseline, and not accepted), and the entries ``stale`` (matching
+    nothing) and ``expired``."""
+    today = today or _dt.date.today()
+    out = {"baseline": baseline is not None, "new": [], "unchanged": [], "gone": [], "accepted": [], "failing": [],
+           "stale": [], "expired": []}
+    used = set()
+    for fp, (k, c) in findings(kernels).items():
+        if baseline is not None:
+            c["baseline"] = "unchanged" if fp in baseline else "new"
+            out[c["baseline"]].append(fp)
+        for e in accepted:
+            if _matches(e, k, c):
+                used.add(e["index"])
+                if e["expires"] is None or e["expires"] >= today:
+                    c["accepted"] = {"reason": e["reason"], "entry": e["index"]}
+                    out["accepted"].append(fp)
+                    break
+        if "accepted" not in c and c.get("baseline", "new") == "new":
+            out["failing"].append(fp)
+    if baseline is not None:
+        current = set(findings(kernels))
+        out["gone"] = sorted(fp for fp in baseline if fp not in current)
+    for e in accepted:
+        view = {"entry": e["index"], "kernel": e["kernel"], "reason": e["reason"]}
+        if e["expires"] is not None and e["expires"] < today:
+            out["expired"].append(dict(view, expires=e["expires"].isoformat()))
+        elif e["index"] not in used:
+            out["stale"].append(view)
+    return out
+
+
+def gate_status(summary: dict, kernels: List[dict]) -> int:
+    """Exit status of a gated run: 1 when a failing finding is a counterexample, 2 when the
+    failing ones are all unknown, unsupported or unreachable, 0 when none fails."""
+    failing = set(summary["failing"])
+    verdicts = [c["verdict"] for fp, (_, c) in findings(kernels).items() if fp in failing]
+    if Verdict.COUNTEREXAMPLE in verdicts:
+        return 1
+    return 2 if verdicts else 0
+
+
+def cause_state(cause: dict, summary: dict) -> Tuple[Optional[str], List[str]]:
+    """(SARIF baselineState of a root cause: "new" when all its findings are new,
+    "unchanged" when none is, else "updated"; None without a baseline) and the fingerprints
+    of its findings that are accepted."""
+    fps = cause.get("findings") or []
+    new = [fp for fp in fps if fp in set(summary.get("new") or [])]
+    state = None
+    if summary.get("baseline"):
+        state = "new" if fps and len(new) == len(fps) else "unchanged" if not new else "updated"
+    return state, [fp for fp in fps if fp in set(summary.get("accepted") or [])]
+
+
+def gate_text(summary: dict) -> List[str]:
+    """The text lines of the gate: counts, then every failing, gone, stale and expired item."""
+    n = {k: len(v) for k, v in summary.items() if isinstance(v, list)}
+    lines = ["", f"gate: {n['failing']} failing (new and not accepted), {n['new']} new, {n['unchanged']} unchanged, "
+                 f"{n['gone']} gone, {n['accepted']} accepted, {n['stale']} stale and {n['expired']} expired "
+                 f"accepted entries"]
+    lines += [f"  FAILING {fp}" for fp in summary["failing"]]
+    lines += [f"  gone {fp}" for fp in summary["gone"]]
+    lines += [f"  stale accepted entry {e['entry']} ({e['kernel']}): matches no finding; reason was: {e['reason']}"
+              for e in summary["stale"]]
+    lines += [f"  expired accepted entry {e['entry']} ({e['kernel']}, expired {e['expires']}): its findings count "
+              f"again" for e in summary["expired"]]
+    return lines

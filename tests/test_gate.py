@@ -1,0 +1,220 @@
+"""The CI gate (addrsim.report.gate): findings against a baseline report and accepted findings,
+and their marks in SARIF and JUnit, on hand-made reports; then `scan --baseline --accepted` on
+the real kernel.
+
+Specification: a finding is named without file path, instruction address or shape; against a
+baseline it is new or unchanged, and the baseline's findings not found again are gone; the
+gate fails (exit 1 for a counterexample, 2 for an undecided check) only on findings that are
+new and not accepted; an accepted entry needs a reason, may expire, and one that matches
+nothing is stale; bad files are one line naming the file (InputError), never evaluated.
+"""
+import copy
+import datetime
+import json
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from addrsim.errors import InputError
+from addrsim.report.formats import to_junit, to_sarif
+from addrsim.report.gate import fingerprint, gate, gate_status, gate_text, load_accepted, load_baseline
+
+SCHEMA = Path(__file__).parent / "data" / "sarif-schema-2.1.0.json"
+SHAPE = {"batch": 2, "nhead_q": 9, "nhead_k": 1, "seqlen_q": 64, "seqlen_k": 64, "hdim_q": 128, "hdim_v": 128}
+TODAY = datetime.date(2026, 12, 3)
+
+
+def _cex(buffer, layout, cause="overflow", pc=0x2b54):
+    site = {"kind": "instruction", "pc": pc, "instruction": "s_mul_i32 s62, s4, s53", "argument": "", "width": 32,
+            "machine": 0, "exact": 1 << 32, "matters": True, "formula": "", "boundary": "b >= 2**24",
+            "shape_boundary": "", "text": ""}
+    return {"buffer": buffer, "layout": layout, "property": "address", "verdict": "counterexample", "cause": cause,
+            "overflow": [site] if cause == "overflow" else [], "reason": "", "time_s": 1.0, "extracted": "",
+            "expected": "", "difference": "",
+            "counterexample": {"shape": dict(SHAPE), "coords": {"batch_id": 1, "head_id": 0}, "lane": 0,
+                               "access_pc": 0x3eb0, "address": {"extracted": 0, "expected": 1}, "minimal": True},
+            "routing": {"host": "h", "reachable": True}}
+
+
+def _kernel(checks, file="/somewhere/gfx942/bwd_hd128_bf16_a16_rtne.co"):
+    return {"file": file, "kernel": "_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE", "arch": "gfx942", "checks": checks,
+            "host_limits": []}
+
+
+def _unknown(buffer, layout):
+    return {"buffer": buffer, "layout": layout, "property": "bounds", "verdict": "unknown",
+            "reason": "check budget spent", "time_s": 1.0, "counterexample": None}
+
+
+def _proved(buffer, layout):
+    return {"buffer": buffer, "layout": layout, "property": "address", "verdict": "proved", "reason": None,
+            "time_s": 1.0, "counterexample": None}
+
+
+def test_fingerprint_names_the_check_not_the_path_pc_or_shape():
+    a = _kernel([_cex("lse", "bhsd")])
+    b = _kernel([_cex("lse", "bhsd", pc=0x2b60)], file="/elsewhere/bwd_hd128_bf16_a16_rtne.co")
+    b["checks"][0]["counterexample"]["shape"]["batch"] = 3
+    assert fingerprint(a, a["checks"][0]) == fingerprint(b, b["checks"][0]) == \
+        "gfx942:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/bhsd:address:counterexample:overflow"
+    assert fingerprint(a, _unknown("k", "bshd")).endswith(":k/bshd:bounds:unknown")
+
+
+def test_baseline_splits_new_unchanged_and_gone_and_fails_only_on_new():
+    old = _kernel([_cex("lse", "bhsd"), _cex("d", "bhsd"), _proved("q", "bhsd")])
+    new = _kernel([_cex("lse", "bhsd"), _cex("lse", "sbhd", cause="formula"), _proved("q", "bhsd")])
+    base = {fingerprint(old, c): c["verdict"] for c in old["checks"] if c["verdict"] != "proved"}
+    g = gate([new], base, [], TODAY)
+    assert [fp.split(":")[2] for fp in g["unchanged"]] == ["lse/bhsd"]
+    assert [fp.split(":")[2] for fp in g["new"]] == ["lse/sbhd"] == [fp.split(":")[2] for fp in g["failing"]]
+    assert [fp.split(":")[2] for fp in g["gone"]] == ["d/bhsd"]
+    assert new["checks"][1]["baseline"] == "new" and new["checks"][0]["baseline"] == "unchanged"
+    assert gate_status(g, [new]) == 1
+    assert gate_status(gate([old], base, [], TODAY), [old]) == 0      # nothing new: passes
+    text = "\n".join(gate_text(g))
+    assert "1 failing (new and not accepted), 1 new, 1 unchanged, 1 gone" in text and "FAILING " in text
+
+
+def test_a_new_undecided_check_fails_with_status_2():
+    k = _kernel([_unknown("k", "bshd")])
+    g = gate([k], {}, [], TODAY)
+    assert gate_status(g, [k]) == 2
+
+
+def _accepted(tmp_path, text):
+    f = tmp_path / "accepted.yaml"
+    f.write_text(text)
+    return load_accepted(str(f))
+
+
+def test_accepted_findings_are_marked_and_never_fail(tmp_path):
+    acc = _accepted(tmp_path, """accepted:
+  - kernel: "gfx942/bwd_hd128_*_a16_*"
+    buffer: lse
+    layout: sbhd
+    reason: latent under the wheel's host (SBHD only with batch 1)
+    expires: 2027-06-30
+  - kernel: "_ZN5aiter*"
+    cause: overflow
+    reason: tracked upstream
+  - kernel: "gfx950/*"
+    reason: nothing of gfx950 here
+""")
+    k = _kernel([_cex("lse", "bhsd"), _cex("lse", "sbhd", cause="formula"), _unknown("k", "bshd")])
+    g = gate([k], None, acc, TODAY)
+    assert k["checks"][0]["accepted"] == {"reason": "tracked upstream", "entry": 2}
+    assert k["checks"][1]["accepted"]["entry"] == 1
+    assert [fp.split(":")[2] for fp in g["failing"]] == ["k/bshd"]       # no entry accepts it
+    assert gate_status(g, [k]) == 2
+    assert [e["entry"] for e in g["stale"]] == [3]
+    assert "stale accepted entry 3 (gfx950/*): matches no finding" in "\n".join(gate_text(g))
+
+
+def test_an_expired_entry_accepts_nothing_and_is_reported(tmp_path):
+    acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    reason: until the fix lands\n    expires: 2026-12-01\n")
+    k = _kernel([_cex("lse", "bhsd")])
+    g = gate([k], None, acc, TODAY)
+    assert "accepted" not in k["checks"][0] and len(g["failing"]) == 1
+    assert g["expired"] == [{"entry": 1, "kernel": "*", "reason": "until the fix lands", "expires": "2026-12-01"}]
+    assert g["stale"] == []
+
+
+@pytest.mark.parametrize("text,words", [
+    ("accepted:\n  - kernel: '*'\n", "accepted entry 1: reason is required"),
+    ("accepted:\n  - kernel: '*'\n    reason: '  '\n", "accepted entry 1: reason is required"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    buffre: lse\n", "unknown key 'buffre'"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    expires: next week\n", "expires must be a date YYYY-MM-DD"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    layout: [sbhd]\n", "layout must be a string"),
+    ("- kernel: '*'\n", "expected one key, accepted"),
+    ("accepted: [\n", "not YAML"),
+    ("accepted: !!python/object/apply:os.system ['true']\n", "not YAML"),
+])
+def test_bad_accepted_files_are_one_line_naming_the_file(tmp_path, text, words):
+    f = tmp_path / "acc.yaml"
+    f.write_text(text)
+    with pytest.raises(InputError) as e:
+        load_accepted(str(f))
+    assert words in str(e.value) and str(f) in str(e.value)
+
+
+@pytest.mark.parametrize("text,words", [("{", "not JSON"), ('{"tool": "other"}', "not an addrsim --json report"),
+                                        ("[1, 2]", "not an addrsim --json report")])
+def test_bad_baselines_are_one_line_naming_the_file(tmp_path, text, words):
+    f = tmp_path / "old.json"
+    f.write_text(text)
+    with pytest.raises(InputError) as e:
+        load_baseline(str(f))
+    assert words in str(e.value) and str(f) in str(e.value)
+    with pytest.raises(InputError, match="cannot read"):
+        load_baseline(str(tmp_path / "missing.json"))
+
+
+def test_sarif_carries_baseline_state_absent_results_and_suppressions(tmp_path):
+    old = _kernel([_cex("lse", "bhsd"), _cex("d", "sbhd", cause="formula")])
+    new = _kernel([_cex("lse", "bhsd"), _cex("dq", "bhsd", pc=0x2c84), _unknown("k", "bshd")])
+    base = {fingerprint(old, c): c["verdict"] for c in old["checks"]}
+    acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    buffer: dq\n    reason: fix in review\n")
+    g = gate([new], base, acc, TODAY)
+    log = to_sarif([{"kernels": [new]}], "0.1.0", gate=g)
+    jsonschema.Draft4Validator(json.loads(SCHEMA.read_text())).validate(log)
+    res = log["runs"][0]["results"]
+    states = [(r["ruleId"], r.get("baselineState")) for r in res]
+    assert states == [("addrsim/wrap", "unchanged"), ("addrsim/wrap", "new"), ("addrsim/undecided", "new"),
+                      ("addrsim/formula", "absent")]
+    assert res[1]["suppressions"] == [{"kind": "external", "status": "accepted", "justification": "fix in review"}]
+    assert "suppressions" not in res[0]
+    assert "d/sbhd" in res[3]["message"]["text"]
+
+
+def test_junit_shows_an_accepted_finding_as_skipped(tmp_path):
+    acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    buffer: lse\n    reason: tracked\n")
+    k = _kernel([_cex("lse", "bhsd"), _cex("d", "bhsd")])
+    gate([k], None, acc, TODAY)
+    root = ET.fromstring(to_junit([{"kernels": [k]}]))
+    assert root.find(".//testcase[@name='lse/bhsd']/skipped").get("message") == \
+        "accepted counterexample (entry 1): tracked"
+    assert root.find(".//testcase[@name='d/bhsd']/failure") is not None
+
+
+# ---------------------------------------------------------------------------- the command
+
+@pytest.mark.slow
+def test_scan_with_a_baseline_fails_only_on_what_is_new(real_kernel, tmp_path):
+    """The README kernel's LSE in BHSD and SBHD: against a baseline without the SBHD finding the
+    gate fails on it alone (exit 1); accepting it with a reason passes (exit 0), and an entry
+    for another kernel is stale."""
+    d = tmp_path / "k"
+    d.mkdir()
+    shutil.copy(real_kernel, d / real_kernel.name)
+    run = lambda *a: subprocess.run([sys.executable, "-m", "addrsim", "scan", "--no-progress", str(d),  # noqa: E731
+                                     "--buffer", "lse", "--layout", "bhsd", "--layout", "sbhd",
+                                     "--cache-dir", str(tmp_path / "cache"), *map(str, a)],
+                                    capture_output=True, text=True)
+    first = run("--json", tmp_path / "all.json")
+    assert first.returncode == 1, first.stderr
+    doc = json.loads((tmp_path / "all.json").read_text())
+    old = copy.deepcopy(doc)
+    old["kernels"][0]["checks"] = [c for c in old["kernels"][0]["checks"] if c["layout"] != "sbhd"]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    p = run("--baseline", tmp_path / "old.json", "--sarif", tmp_path / "g.sarif")
+    assert p.returncode == 1, p.stderr
+    assert "gate: 1 failing (new and not accepted), 1 new, 1 unchanged, 0 gone" in p.stdout
+    assert "FAILING gfx942:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/sbhd:address:counterexample:formula" in p.stdout
+    assert "NEW since the baseline: lse/sbhd" in p.stdout
+    states = {r["ruleId"]: r.get("baselineState") for r in json.loads((tmp_path / "g.sarif").read_text())
+              ["runs"][0]["results"] if r["ruleId"] != "addrsim/host-cast"}
+    assert states == {"addrsim/wrap": "unchanged", "addrsim/formula": "new"}
+    (tmp_path / "acc.yaml").write_text("accepted:\n  - kernel: 'gfx942/bwd_hd128_bf16_a16_rtne.co'\n"
+                                       "    layout: sbhd\n    reason: latent under the wheel's host\n"
+                                       "  - kernel: 'gfx950/*'\n    reason: old entry\n")
+    p = run("--baseline", tmp_path / "old.json", "--accepted", tmp_path / "acc.yaml")
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "gate: 0 failing" in p.stdout and "accepted (entry 1: latent under the wheel's host): lse/sbhd" in p.stdout
+    assert "stale accepted entry 2 (gfx950/*)" in p.stdout
+    bad = run("--accepted", tmp_path / "old.json")
+    assert bad.returncode == 3 and bad.stderr.count("\n") == 1 and str(tmp_path / "old.json") in bad.stderr
