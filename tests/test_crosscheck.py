@@ -269,3 +269,59 @@ def test_crossrun_without_pytorch_says_so_in_one_line(tmp_path, small_plan):
                        capture_output=True, text=True, env=env)
     assert p.returncode == 3 and "Traceback" not in p.stderr, p.stderr
     assert p.stderr.strip() == "addrsim: the cross-check needs PyTorch: pip install -e '.[gpu]'"
+
+
+README_CEX = {"batch": 2, "nhead_q": 9, "nhead_k": 1, "seqlen_q": 986944, "seqlen_k": 986944,
+              "hdim_q": 128, "hdim_v": 128}       # the README kernel's q/bhsd counterexample (26.49 GiB)
+
+
+def _consts(text, names):
+    tree = ast.parse(text)
+    return {t.targets[0].id: ast.literal_eval(t.value) for t in tree.body
+            if isinstance(t, ast.Assign) and isinstance(t.targets[0], ast.Name) and t.targets[0].id in names}
+
+
+def test_repro_reference_fits_at_the_readme_counterexample():
+    """At seqlen 986944 a whole fp32 score matrix per slice would take 3.5 TiB; the script's
+    reference is blocked and checks the counterexample's slice and a control only, and says
+    what it needs: the tensors (26.49 GiB, the model's) and under 8 GiB for the reference."""
+    from addrsim.commands.repro import ref_mib
+    text = script("_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE", "k.co", "q", "bhsd", README_CEX, "bf16",
+                  atomic32=False, coords=(1, 8), memory_bytes=28439778304)
+    c = _consts(text, ("SLICES", "BLOCK", "MEMORY_GIB", "REF_MIB"))
+    assert c["SLICES"] == [(1, 8), (0, 0)] and c["BLOCK"] == 1024
+    assert c["MEMORY_GIB"] == 26.49
+    assert c["REF_MIB"] == round(ref_mib(README_CEX)) and 1024 < c["REF_MIB"] < 8192
+    assert "for bi, hi in SLICES:" in text and "range(B)" not in text
+
+
+@needs_torch
+@pytest.mark.parametrize("sq,sk,causal", [(7, 7, False), (7, 7, True), (5, 9, True), (9, 4, False)])
+def test_repro_blocked_reference_equals_autograd(sq, sk, causal):
+    """The script's blocked reference (blocks of 3 rows here) gives autograd's fp32 gradients."""
+    import torch
+    text = script("_ZN5aiter4kE", "k.co", "lse", "bshd", README_CEX)
+    src = text[text.index("def ref_slice"):text.index("# the fp32 reference on the slices")]
+    ns = {"torch": torch, "BLOCK": 3}
+    exec(src, ns)     # the script's own function, as the user runs it
+    g = torch.Generator().manual_seed(1)
+    qs, ks, vs = (torch.randn(n, 8, generator=g, dtype=torch.float64) for n in (sq, sk, sk))
+    dos = torch.randn(sq, 8, generator=g, dtype=torch.float64)
+    got = ns["ref_slice"](qs, ks, vs, dos, 0.3, causal, 3)
+    a, b, c = (t.clone().requires_grad_(True) for t in (qs, ks, vs))
+    s = 0.3 * (a @ b.T)
+    if causal:
+        s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(sk - sq + 1), float("-inf"))
+    p = torch.nan_to_num(torch.softmax(s, dim=-1))
+    (p @ c).backward(dos)
+    for want, have in zip((a.grad, b.grad, c.grad), got):
+        assert torch.allclose(want, have, atol=1e-9), (want - have).abs().max()
+
+
+@pytest.mark.slow
+def test_repro_refuses_a_shape_past_device_memory_and_offers_the_smallest(corpus, tmp_path):
+    p = cli("repro", corpus / "gfx942/fmha_v3_bwd/bwd_hd128_bf16_a16_rtne.co", "--buffer", "lse", "--layout", "bhsd",
+            "--shape", "batch=4096,nhead_q=256,seqlen_q=1048576,hdim_q=128")
+    assert p.returncode == 3 and p.stderr.count("\n") == 1 and not p.stdout, p.stderr
+    assert "more than the 192 GiB of a gfx942 device" in p.stderr
+    assert "the smallest shape that reproduces the finding: batch=3,nhead_q=8" in p.stderr

@@ -237,6 +237,10 @@ def test_port_gfx942_to_gfx950(corpus):
     assert len(k["checks"]) == 6
     assert all(c["change"] == "same" and c["same_offset"] for c in k["checks"]), k["checks"]
     assert "port gfx942 -> gfx950: the address logic carries over" in rep["summary"]
+    cex = [c for c in k["checks"] if c["old"]["verdict"] == "counterexample"]
+    if cex:        # the bugs carry over too, and the summary says so
+        assert f"bugs included ({len(cex)} of 6 checks are counterexamples on both sides)" in rep["summary"]
+        assert "bugs that carry over " in rep["summary"]
     assert diff_status(rep) == 0
 
 
@@ -316,3 +320,27 @@ def test_an_edited_line_mentioning_file_format_is_not_dropped(tmp_path):
     rep = verify(lst, ["lse"], ["sbhd"], model_files=[MODEL], like=co, properties=["address"],
                  bounds={"nhead_q": (1, 8), "seqlen_q": (1, 4096), "batch": (1, 16)})
     assert rep["kernels"][0]["checks"][0]["verdict"] == "counterexample"
+
+
+def _pair(buffer, layout, old, new, same_offset=True):
+    change = classify(old, new)
+    return {"buffer": buffer, "layout": layout, "property": "address", "change": change, "same_offset": same_offset,
+            "old": {"verdict": old}, "new": {"verdict": new}}
+
+
+def test_diff_summary_names_bugs_fixed_new_and_carried_over():
+    """A port whose verdicts and offsets all match still carries its bugs: the summary says
+    which, and a counterexample NEW has where OLD was undecided is a new bug (exit 1)."""
+    from addrsim.commands.diff import summary_line
+    checks = [_pair("lse", "bhsd", "counterexample", "counterexample"), _pair("lse", "sbhd", "proved", "proved")]
+    out = {"kernels": [{"old_arch": "gfx942", "new_arch": "gfx950", "checks": checks}]}
+    text = summary_line({}, out)
+    assert "bugs that carry over lse/bhsd" in text
+    assert ("port gfx942 -> gfx950: the address logic carries over, bugs included (1 of 2 checks are "
+            "counterexamples on both sides)") in text
+    assert diff_status(out) == 0
+    checks += [_pair("d", "bhsd", "counterexample", "proved", False), _pair("d", "sbhd", "unknown", "counterexample")]
+    text = summary_line({"fixed": ["d/bhsd"]}, out)
+    assert text.startswith("fixed d/bhsd; NEW bugs d/sbhd; bugs that carry over lse/bhsd;")
+    assert "does not fully carry over" in text and "bugs included" not in text
+    assert diff_status(out) == 1

@@ -20,8 +20,12 @@ a difference of 0 and the change ``fixed``.  A change is one of:
 - ``changed``: another verdict change (e.g. counterexample to unknown);
 - ``same``: the same verdict.
 
-Exit status (:func:`diff_status`): 1 when NEW breaks anything OLD proved, 2 when it only
-loses a proof (undecided), 0 otherwise; 3 bad input, as everywhere.
+The summary names the bugs (counterexamples) NEW fixed, the new ones, and those that carry
+over (a counterexample on both sides: a port "carries over, bugs included").
+
+Exit status (:func:`diff_status`): 1 when NEW breaks anything OLD proved or has a
+counterexample OLD did not, 2 when it only loses a proof (undecided), 0 otherwise; 3 bad
+input, as everywhere.
 """
 from __future__ import annotations
 
@@ -160,47 +164,77 @@ def _side(c: dict) -> dict:
             "shape": x["shape"] if x else None, "coords": x["coords"] if x else None}
 
 
+def bug_changes(out: dict) -> Dict[str, List[str]]:
+    """The counterexamples across the patch: ``carried`` (a counterexample on both sides: the
+    bug carries over), ``fixed`` (a counterexample in OLD, proved in NEW), ``new`` (a
+    counterexample in NEW where OLD had none: broke, or was undecided), ``undecided`` (a
+    counterexample in OLD, unknown or unsupported in NEW: not shown fixed).  Each a list of
+    ``buffer/layout[ bounds]``."""
+    got: Dict[str, List[str]] = {"carried": [], "fixed": [], "new": [], "undecided": []}
+    for k in out["kernels"]:
+        for c in k["checks"]:
+            tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c["property"] == "bounds" else "")
+            o, n = c["old"]["verdict"], c["new"]["verdict"]
+            cex = Verdict.COUNTEREXAMPLE
+            key = ("carried" if o == n == cex else "fixed" if o == cex and n == Verdict.PROVED else
+                   "new" if n == cex and o != cex else "undecided" if o == cex else None)
+            if key:
+                got[key].append(tag)
+    return got
+
+
 def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
-    """One line: what NEW fixed, broke, lost, newly proved; how many checks kept their
-    verdict, and in how many the byte offset is the same in shape terms."""
-    parts = []
-    for ch, word in (("fixed", "fixed"), ("broke", "BROKE"), ("lost", "no longer proved (undecided)"),
-                     ("proved", "newly proved"), ("changed", "verdict changed")):
-        if counts.get(ch):
-            parts.append(f"{word} {', '.join(counts[ch])}")
+    """One line: which bugs NEW fixed, which are new, which carry over; what it lost or
+    newly proved; how many checks kept their verdict and their byte offset in shape terms;
+    for a port, whether the address logic carries over, and with how many bugs."""
     checks = [c for k in out["kernels"] for c in k["checks"]]
     if not checks:
         return ("nothing compared: no kernel, buffer, layout and property was checked on both sides "
                 "(no common buffer, or no kernels paired)")
+    bugs = bug_changes(out)
+    parts = []
+    for key, word in (("fixed", "fixed"), ("new", "NEW bugs"), ("carried", "bugs that carry over"),
+                      ("undecided", "bugs no longer shown but not proved fixed")):
+        if bugs[key]:
+            parts.append(f"{word} {', '.join(bugs[key])}")
+    for ch, word in (("lost", "no longer proved (undecided)"), ("proved", "newly proved")):
+        if counts.get(ch):
+            parts.append(f"{word} {', '.join(counts[ch])}")
     same = sum(1 for c in checks if c["change"] == "same")
     same_off = sum(1 for c in checks if c["same_offset"])
-    if not parts:
+    if not any(counts.get(ch) for ch in ("fixed", "broke", "lost", "proved", "changed")):
         parts.append("no verdict changed")
     parts.append(f"{same} of {len(checks)} checks keep their verdict; the byte offset is the same in shape "
                  f"terms (no-wrap reading) in {same_off} of {len(checks)}")
     ports = {(k["old_arch"], k["new_arch"]) for k in out["kernels"] if k["old_arch"] != k["new_arch"]}
     if ports:
-        alike = sum(1 for c in checks if c["change"] == "same" and c["same_offset"])
-        unread = sum(1 for c in checks if c["change"] == "same" and c["same_offset"] is None)
-        arch = ", ".join(f"{a} -> {b}" for a, b in sorted(ports))
-        if alike == len(checks):
-            verdict = "carries over"
-        elif alike + unread == len(checks):
-            verdict = "keeps every verdict; offsets not compared where the formula is too large to simplify"
-        else:
-            verdict = "does not fully carry over"
-        parts.append(f"port {arch}: the address logic {verdict} (same verdict and offset in {alike} of "
-                     f"{len(checks)} checks{f', {unread} not compared' if unread else ''})")
+        parts.append(_port_line(ports, checks, bugs))
     return "; ".join(parts)
 
 
+def _port_line(ports, checks: List[dict], bugs: Dict[str, List[str]]) -> str:
+    alike = sum(1 for c in checks if c["change"] == "same" and c["same_offset"])
+    unread = sum(1 for c in checks if c["change"] == "same" and c["same_offset"] is None)
+    arch = ", ".join(f"{a} -> {b}" for a, b in sorted(ports))
+    if alike == len(checks):
+        verdict = "carries over"
+    elif alike + unread == len(checks):
+        verdict = "keeps every verdict; offsets not compared where the formula is too large to simplify"
+    else:
+        verdict = "does not fully carry over"
+    if bugs["carried"] and verdict != "does not fully carry over":
+        verdict += f", bugs included ({len(bugs['carried'])} of {len(checks)} checks are counterexamples on both sides)"
+    return (f"port {arch}: the address logic {verdict} (same verdict and offset in {alike} of "
+            f"{len(checks)} checks{f', {unread} not compared' if unread else ''})")
+
+
 def diff_status(report: dict) -> int:
-    """1 when NEW breaks a check OLD proved, 2 when it only loses a proof or nothing was
-    compared, else 0."""
+    """1 when NEW breaks a check OLD proved or has a counterexample OLD did not (a new bug),
+    2 when it only loses a proof or nothing was compared, else 0."""
     changes = {c["change"] for k in report["kernels"] for c in k["checks"]}
     if not changes:
         return 2
-    if "broke" in changes:
+    if "broke" in changes or bug_changes(report)["new"]:
         return 1
     if "lost" in changes:
         return 2

@@ -3,8 +3,9 @@
 The script is self-contained PyTorch that calls aiter's public Python API
 (``aiter.ops.mha.FlashAttnFunc.apply``, the autograd function behind
 ``aiter.flash_attn_func``) with Q, K, V, dO in the failing layout and shape, computes the
-fp32 reference with PyTorch autograd one (batch, head) slice at a time, and prints PASS or
-FAIL with the (batch_id, head_id) slices that are wrong.  Facts it relies on, from aiter's
+fp32 reference on the counterexample's (batch, head) slice and a control slice only, blocked
+over query and key rows (so it fits the device's memory at any shape the prover reports),
+prints the memory it needs, and prints PASS or FAIL with the slices that are wrong.  Facts it relies on, from aiter's
 public sources (ROCm/aiter):
 
 * aiter/ops/mha.py: q, k, v are logical [batch, seqlen, nhead, hdim]; a permuted view whose
@@ -72,6 +73,10 @@ CAUSAL = {causal}
 BF16_CVT = {cvt}                  # how_v3_bf16_cvt: 0 RTNE, 1 RTNA, 2 RTZ (the kernel's rounding)
 TOL = 1e-2                     # max |x - ref| / max |ref|, aiter's 0.01 (op_tests/test_mha.py)
 PERM = {perm!r}             # storage {storage} -> logical [b, s, h, d]
+SLICES = {slices!r}    # (batch_id, head_id) slices the reference checks: the counterexample's, a control
+BLOCK = 1024                   # query and key rows per block of the reference
+MEMORY_GIB = {memory_gib:.2f}             # every tensor of the family at this shape (addrsim's model)
+REF_MIB = {ref_mib:.0f}                  # the reference: one slice's fp32 tensors and its blocks
 
 
 def make(b, s, h, d, gen):
@@ -95,51 +100,117 @@ out, lse = FlashAttnFunc.apply(q, k, v, 0.0, scale, CAUSAL, (-1, -1, 0), None, N
                                torch.is_grad_enabled(), ATOMIC_FP32, BF16_CVT, None, None)
 out.backward(do)
 grads = {{"dq": q.grad, "dk": k.grad, "dv": v.grad}}
+print(f"tensors at this shape: {{MEMORY_GIB:.2f}} GiB (addrsim's model of the family); the reference adds "
+      f"about {{REF_MIB:.0f}} MiB (one slice at a time, {{BLOCK}} x {{BLOCK}} fp32 scores)")
 
-# fp32 reference, one (batch, head) slice at a time (autograd)
+
+def ref_slice(qs, ks, vs, dos, scale, causal, block=BLOCK):
+    """fp32 dQ, dK, dV of one (batch, head) slice ([rows, hdim] each), blocked over query and
+    key rows: never more than block x block scores at a time (two passes: the row statistics
+    of the softmax, then the gradients)."""
+    sq, sk = qs.shape[0], ks.shape[0]
+    kw = {{"device": qs.device, "dtype": qs.dtype}}
+    lse = torch.empty(sq, **kw)
+    o = torch.zeros(sq, vs.shape[1], **kw)
+
+    def scores(i, j):
+        s = scale * (qs[i:i + block] @ ks[j:j + block].T)
+        if causal:      # key c is hidden from query r when c > r + (sk - sq)
+            r = torch.arange(i, i + s.shape[0], device=s.device)[:, None]
+            c = torch.arange(j, j + s.shape[1], device=s.device)[None, :]
+            s = s.masked_fill(c > r + (sk - sq), float("-inf"))
+        return s
+
+    for i in range(0, sq, block):
+        n = min(block, sq - i)
+        m = torch.full((n,), float("-inf"), **kw)
+        l = torch.zeros(n, **kw)
+        acc = torch.zeros(n, vs.shape[1], **kw)
+        for j in range(0, sk, block):
+            s = scores(i, j)
+            mn = torch.maximum(m, s.max(dim=1).values)
+            safe = torch.where(torch.isinf(mn), torch.zeros_like(mn), mn)
+            p = torch.exp(s - safe[:, None])
+            f = torch.exp(m - safe)
+            l = l * f + p.sum(dim=1)
+            acc = acc * f[:, None] + p @ vs[j:j + block]
+            m = mn
+        lse[i:i + n] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("inf")))
+        o[i:i + n] = acc / torch.clamp(l, min=1e-30)[:, None]
+    dd = (dos * o).sum(dim=1)
+    dq, dk, dv = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
+    for i in range(0, sq, block):
+        for j in range(0, sk, block):
+            p = torch.exp(scores(i, j) - lse[i:i + block, None])
+            ds = p * (dos[i:i + block] @ vs[j:j + block].T - dd[i:i + block, None])
+            dq[i:i + block] += scale * (ds @ ks[j:j + block])
+            dk[j:j + block] += scale * (ds.T @ qs[i:i + block])
+            dv[j:j + block] += p.T @ dos[i:i + block]
+    return dq, dk, dv
+
+
+# the fp32 reference on the slices that matter only: the counterexample's and a control
 worst = {{"dq": 0.0, "dk": 0.0, "dv": 0.0}}
 peak = {{"dq": 0.0, "dk": 0.0, "dv": 0.0}}
 wrong = []
 ratio = HQ // HK
-for bi in range(B):
-    for hi in range(HQ):
-        qs = q[bi, :, hi].detach().float().requires_grad_(True)
-        ks = k[bi, :, hi // ratio].detach().float().requires_grad_(True)
-        vs = v[bi, :, hi // ratio].detach().float().requires_grad_(True)
-        s = scale * (qs @ ks.T)
-        if CAUSAL:
-            s = s.masked_fill(torch.ones_like(s, dtype=torch.bool).triu(SK - SQ + 1), float("-inf"))
-        o = torch.softmax(s, dim=-1) @ vs
-        o.backward(do[bi, :, hi].float())
-        ref = {{"dq": qs.grad, "dk": ks.grad, "dv": vs.grad}}
-        got = {{"dq": grads["dq"][bi, :, hi].float(), "dk": grads["dk"][bi, :, hi // ratio].float(),
-               "dv": grads["dv"][bi, :, hi // ratio].float()}}
-        bad = False
-        for name in ref:
-            if name != "dq" and ratio > 1:
-                continue          # dK/dV sum over the query heads of a group: compare dQ only
-            err = (got[name] - ref[name]).abs().max().item()
-            worst[name] = max(worst[name], err)
-            peak[name] = max(peak[name], ref[name].abs().max().item())
-            bad |= err > TOL * max(ref[name].abs().max().item(), 1e-6)
-        if bad:
-            wrong.append((bi, hi))
+for bi, hi in SLICES:
+    qs, ks, vs = (t[bi, :, h].detach().float() for t, h in ((q, hi), (k, hi // ratio), (v, hi // ratio)))
+    r = dict(zip(("dq", "dk", "dv"), ref_slice(qs, ks, vs, do[bi, :, hi].float(), scale, CAUSAL)))
+    got = {{"dq": grads["dq"][bi, :, hi].float(), "dk": grads["dk"][bi, :, hi // ratio].float(),
+           "dv": grads["dv"][bi, :, hi // ratio].float()}}
+    bad = False
+    for name in r:
+        if name != "dq" and ratio > 1:
+            continue          # dK/dV sum over the query heads of a group: compare dQ only
+        err = (got[name] - r[name]).abs().max().item()
+        worst[name] = max(worst[name], err)
+        peak[name] = max(peak[name], r[name].abs().max().item())
+        bad |= err > TOL * max(r[name].abs().max().item(), 1e-6)
+    print(f"slice batch_id={{bi}} head_id={{hi}}: {{'WRONG' if bad else 'right'}}")
+    if bad:
+        wrong.append((bi, hi))
 rel = {{n: worst[n] / peak[n] if peak[n] else 0.0 for n in worst}}
 print("max rel err", {{n: f"{{e:.2e}}" for n, e in rel.items()}})
 if wrong:
-    print(f"FAIL: {{len(wrong)}} of {{B * HQ}} (batch, head) slices wrong, first {{wrong[:8]}}")
+    print(f"FAIL: {{len(wrong)}} of {{len(SLICES)}} checked (batch, head) slices wrong: {{wrong}}")
 else:
     print("PASS")
 '''
 
 
+BLOCK = 1024
+"""Query and key rows per block of the script's fp32 reference (:func:`ref_mib`)."""
+
+
+def slices_checked(shape: Dict[str, int], coords=None) -> list:
+    """The (batch_id, head_id) slices the script's reference checks: the counterexample's,
+    and a control ((0, 0), or the last slice when the counterexample is (0, 0))."""
+    last = (shape["batch"] - 1, shape["nhead_q"] - 1)
+    out = [tuple(coords)] if coords else [last]
+    control = (0, 0) if out[0] != (0, 0) else last
+    return out + ([control] if control not in out else [])
+
+
+def ref_mib(shape: Dict[str, int], block: int = BLOCK) -> float:
+    """MiB the script's reference holds at once: one slice's fp32 Q, K, V, dO, O and their
+    gradients (rows x head dim, 4 bytes each), and a few block x block fp32 score blocks."""
+    sq, sk, d, dv = shape["seqlen_q"], shape["seqlen_k"], shape["hdim_q"], shape["hdim_v"]
+    rows = sq * (3 * d + 3 * dv + 2) + sk * (3 * d + 3 * dv)
+    return (4 * rows + 4 * 4 * min(block, sq) * min(block, sk)) / 2**20
+
+
 def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, int], dtype: str = "bf16",
            atomic32: bool = True, coords=None, why: str = "", causal: bool = False,
-           prediction: Optional[str] = "fail") -> str:
+           prediction: Optional[str] = "fail", memory_bytes: int = 0) -> str:
     """The reproduction script (Python source text) for one case.  ``layout`` must be one of
     bhsd, bshd, sbhd; ``shape`` has batch, nhead_q, nhead_k, seqlen_q, seqlen_k, hdim_q,
     hdim_v; ``prediction`` what addrsim's prover says at this shape ("fail", "pass" or None:
-    undecided).  Raises ValueError for another layout."""
+    undecided); ``memory_bytes`` what every tensor of the family takes at it (the model's
+    memory layer; 0: unknown).  The reference is computed in fp32 on the slices of
+    :func:`slices_checked` only, blocked over query and key rows (:func:`ref_mib` MiB at
+    once, where a whole score matrix at seqlen 2**20 would take 4 TiB).  Raises ValueError
+    for another layout."""
     if layout not in LAYOUT_VIEWS:
         raise ValueError(f"repro knows the layouts {', '.join(LAYOUT_VIEWS)}, not {layout!r}")
     storage, perm = LAYOUT_VIEWS[layout]
@@ -165,7 +236,9 @@ def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, in
 {bench}# Nothing in this script has been run by addrsim.
 ''' + _BODY.format(layout=layout, b=b, hq=hq, hk=hk, sq=sq, sk=sk, d=d, dv=dv, atomic32=atomic32,
                           causal=causal, cvt=cvt, perm=perm, storage=storage,
-                          torch_dtype="float16" if dtype == "fp16" else "bfloat16")
+                          torch_dtype="float16" if dtype == "fp16" else "bfloat16",
+                          slices=slices_checked(shape, coords), memory_gib=memory_bytes / 2**30,
+                          ref_mib=ref_mib(shape))
 
 
 # ----------------------------------------------------------------------------- the command
@@ -215,6 +288,7 @@ def run(args) -> int:
                 raise InputError("--shape", f"missing {', '.join(missing)}")
             if shape["nhead_q"] % shape["nhead_k"]:
                 raise InputError("--shape", "nhead_q must be a multiple of nhead_k")
+            memory = _fits_or_offer(args, models, shape)
             from addrsim.commands.crosscheck import _predict
             pred, chk = _predict(args.file, args.layout, shape, [args.buffer], models, args.like, args.timeout)
             prediction = pred
@@ -238,6 +312,7 @@ def run(args) -> int:
             coords = (x["coords"]["batch_id"], x["coords"]["head_id"])
             why = f"Cause: {c.get('cause')}."
             prediction = "fail"
+            memory = int(x.get("memory_bytes") or 0)
         # the family's dQ accumulator (models/fmha_bwd_v3.yaml params.acc): 4 = the fp32
         # accumulator (aiter's is_v3_atomic_fp32=True), 0 = dQ written with 16-bit atomics and
         # 2 = the 16-bit accumulator (both is_v3_atomic_fp32=False)
@@ -248,15 +323,46 @@ def run(args) -> int:
         try:
             text = script(kern, str(args.file), args.buffer, args.layout, shape,
                           "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc == 4, coords=coords, why=why,
-                          causal="_causal" in kern, prediction=prediction)
+                          causal="_causal" in kern, prediction=prediction, memory_bytes=memory)
         except ValueError as e:
             raise InputError("--layout", str(e)) from None
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return EXIT_BAD_INPUT
+    sys.stderr.write(f"addrsim: the script needs {memory / 2**30:.2f} GiB of device memory for the tensors at "
+                     f"this shape and about {ref_mib(shape):.0f} MiB for its reference\n" if memory else
+                     f"addrsim: the script's reference needs about {ref_mib(shape):.0f} MiB (the models give no "
+                     f"tensor sizes for this family)\n")
     if args.output:
         with open(args.output, "w") as fh:
             fh.write(text)
     else:
         sys.stdout.write(text)
     return 0
+
+
+def _fits_or_offer(args, models, shape: Dict[str, int]) -> int:
+    """Bytes every tensor of the family takes at the user's ``--shape`` (the models' memory
+    layer; 0 when they give no sizes).  Raises InputError when that is more than the
+    architecture's device memory, offering the smallest failing shape the prover finds for
+    the buffer and layout (the same finding at a shape that fits), or saying there is none."""
+    from addrsim.ir import expr as X
+    from addrsim.ir.expr import Sym
+    from addrsim.loader.listing import load_source
+    from addrsim.model.problem import build_problem
+    co = load_source(args.file, args.like).co
+    prob = build_problem(models, co.kernels[0], args.layout, Sym("tid_x", 32, "lane"), {}, co.arch, None)
+    if prob.memory is None:
+        return 0
+    need = X.evaluate(prob.memory, dict({v: lo for v, (lo, _) in prob.declared.items()}, **shape))
+    if not prob.memory_limit or need <= prob.memory_limit:
+        return need
+    rep = verify(args.file, [args.buffer], [args.layout], models=models, timeout_ms=args.timeout,
+                 properties=("address",), like=args.like)
+    c = rep["kernels"][0]["checks"][0]
+    offer = ("; the smallest shape that reproduces the finding: "
+             + ",".join(f"{k}={v}" for k, v in c["counterexample"]["shape"].items())
+             if c["verdict"] == Verdict.COUNTEREXAMPLE else
+             f"; the prover finds no failing shape that fits ({args.buffer}/{args.layout} is {c['verdict']})")
+    raise InputError("--shape", f"the tensors at this shape take {need / 2**30:.1f} GiB, more than the "
+                                f"{prob.memory_limit / 2**30:.0f} GiB of a {co.arch} device{offer}")
