@@ -174,3 +174,46 @@ def test_shape_boundary_is_exact_at_sample_points():
         value = X.evaluate(e, {"batch_id": batch - 1, "nhead_q": nh})
         holds = sympy.sympify(lhs).subs({"batch": batch, "nhead_q": nh}) >= sympy.sympify(rhs)
         assert bool(holds) == (value >= 1 << 32), (batch, nh)
+
+
+# ---------------------------------------------------------------------------- readable formulas
+
+def test_long_formulas_fold_at_whole_terms_with_their_length():
+    from addrsim.report.text import _short, _terms
+    assert _terms("a + b*(c - d) - e") == ["a", "+ b*(c - d)", "- e"]
+    text = "a*b + c*(d + e) - f + " + " + ".join(f"x{i}*y" for i in range(100))
+    folded = _short(text, 60)
+    assert folded.startswith("a*b + c*(d + e) - f + x0*y") and folded.endswith(
+        f"more term(s), {len(text)} characters; full text in --json)")
+    assert _short("-4*x + y", 60) == "-4*x + y"
+
+
+def test_a_comparison_of_a_value_with_itself_reads_as_its_truth_value():
+    """``ult(Q, Q)`` (a carry of a sum whose other operand is 0 at (0, 0)) is 0 in the display."""
+    from addrsim.backends.sympy_text import to_sympy
+    q = Sym("Q", 32, "arg")
+    four_b = X.mul(Sym("batch_id", 32, "id"), Const(4, 32))
+    assert to_sympy(X.ult(q, q)) == 0 and to_sympy(X.ule(q, q)) == 1
+    assert to_sympy(X.add(X.zext(X.ult(four_b, four_b), 32), q)) == sympy.Symbol("Q", integer=True, nonnegative=True)
+    assert str(to_sympy(X.ult(q, four_b))) == "ult(Q, 4*batch_id)"
+
+
+def test_the_floor_of_a_multiple_of_a_bit_operation_is_read_whole():
+    """Lane terms such as ``floor(and(tid_x, 960)/64)`` are integers: 64 times one, floored, is
+    itself, so lane terms that cancel do cancel."""
+    from addrsim.backends.sympy_text import to_sympy
+    lane = Sym("tid_x", 32, "lane")
+    f = X.lshr(X.and_(lane, Const(960, 32)), Const(6, 32))
+    e = X.sub(X.lshr(X.mul(X.add(X.mul(f, Const(16, 32)), Sym("k", 32, "arg")), Const(256, 32)), Const(2, 32)),
+              X.mul(f, Const(1024, 32)))      # floor(256*(16*f + k)/4) - 1024*f
+    assert str(sympy.expand(to_sympy(e))) == "64*k"
+
+
+def test_json_gives_the_offset_in_shape_variables():
+    from addrsim.prove.verdict import Check, Verdict
+    from addrsim.report.json import check_json
+    b, n, h = (sympy.Symbol(v, integer=True, nonnegative=True) for v in ("batch_id", "nhead_q", "head_id"))
+    c = Check("q", "sbhd", Verdict.PROVED)
+    c.shape_offset_sym = 256 * b * n + 256 * h
+    assert check_json(c)["extracted_shape"] == "256*(batch_id*nhead_q + head_id)"
+    assert "extracted_shape" not in check_json(Check("q", "sbhd", Verdict.PROVED))

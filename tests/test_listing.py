@@ -341,6 +341,6 @@ def test_diff_summary_names_bugs_fixed_new_and_carried_over():
     assert diff_status(out) == 0
     checks += [_pair("d", "bhsd", "counterexample", "proved", False), _pair("d", "sbhd", "unknown", "counterexample")]
     text = summary_line({"fixed": ["d/bhsd"]}, out)
-    assert text.startswith("fixed d/bhsd; NEW bugs d/sbhd; bugs that carry over lse/bhsd;")
+    assert text.startswith("fixed d/bhsd; NEW bugs (undecided before) d/sbhd; bugs that carry over lse/bhsd;")
     assert "does not fully carry over" in text and "bugs included" not in text
     assert diff_status(out) == 1

@@ -39,7 +39,9 @@ def _post_order(e: Expr, memo: dict, node):
 
 
 def _fn(n, a):
-    return sympy.Function(n.op)(*a)
+    """An operator without an integer reading, shown as a function of its operands; its value
+    is a bit-vector's, a non-negative integer (so the floor of a multiple of it is read whole)."""
+    return sympy.Function(n.op, integer=True, nonnegative=True)(*a)
 
 
 def _const_shift(f):
@@ -68,8 +70,17 @@ def _ite(n, a):
     return sympy.Piecewise((a[1], sympy.Eq(a[0], 1)), (a[2], True))
 
 
+def _cmp(n, a):
+    """A comparison of a value with itself read as its truth value (``ult(Q, Q)`` is 0); any
+    other comparison shown as a function."""
+    if n.width == 1 and sympy.expand(a[0] - a[1]) == 0:
+        return sympy.Integer(0 if n.op in ("ult", "slt") else 1)
+    return _fn(n, a)
+
+
 SYMPY = {
     **{op: _fn for op in OPS},       # no integer reading: shown as a function
+    **{op: _cmp for op in ("eq", "ult", "ule", "slt", "sle")},
     "add": lambda n, a: a[0] + a[1],
     "sub": lambda n, a: a[0] - a[1],
     "mul": lambda n, a: a[0] * a[1],
@@ -147,7 +158,7 @@ NOWRAP = {
     "or": _andor_nowrap,
     "ult": _cmp_nowrap,
     "ule": _cmp_nowrap,
-    "ite": lambda n, a: sympy.Piecewise((a[1], sympy.Eq(a[0], 1)), (a[2], True)),
+    "ite": _ite,
 }
 require_backend("sympy no-wrap display (addrsim.backends.sympy_text.NOWRAP)", NOWRAP)
 

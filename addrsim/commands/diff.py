@@ -170,14 +170,15 @@ def bug_changes(out: dict) -> Dict[str, List[str]]:
     counterexample in NEW where OLD had none: broke, or was undecided), ``undecided`` (a
     counterexample in OLD, unknown or unsupported in NEW: not shown fixed).  Each a list of
     ``buffer/layout[ bounds]``."""
-    got: Dict[str, List[str]] = {"carried": [], "fixed": [], "new": [], "undecided": []}
+    got: Dict[str, List[str]] = {"carried": [], "fixed": [], "broke": [], "new": [], "undecided": []}
     for k in out["kernels"]:
         for c in k["checks"]:
             tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c["property"] == "bounds" else "")
             o, n = c["old"]["verdict"], c["new"]["verdict"]
             cex = Verdict.COUNTEREXAMPLE
             key = ("carried" if o == n == cex else "fixed" if o == cex and n == Verdict.PROVED else
-                   "new" if n == cex and o != cex else "undecided" if o == cex else None)
+                   "broke" if n == cex and o == Verdict.PROVED else "new" if n == cex and o != cex else
+                   "undecided" if o == cex else None)
             if key:
                 got[key].append(tag)
     return got
@@ -193,7 +194,8 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
                 "(no common buffer, or no kernels paired)")
     bugs = bug_changes(out)
     parts = []
-    for key, word in (("fixed", "fixed"), ("new", "NEW bugs"), ("carried", "bugs that carry over"),
+    for key, word in (("fixed", "fixed"), ("broke", "BROKE"), ("new", "NEW bugs (undecided before)"),
+                      ("carried", "bugs that carry over"),
                       ("undecided", "bugs no longer shown but not proved fixed")):
         if bugs[key]:
             parts.append(f"{word} {', '.join(bugs[key])}")
@@ -234,7 +236,7 @@ def diff_status(report: dict) -> int:
     changes = {c["change"] for k in report["kernels"] for c in k["checks"]}
     if not changes:
         return 2
-    if "broke" in changes or bug_changes(report)["new"]:
+    if "broke" in changes or bug_changes(report)["new"]:      # a proof broken, or a new counterexample
         return 1
     if "lost" in changes:
         return 2

@@ -35,6 +35,21 @@ def _overflow_json(c: Check, lines: Optional[Dict[int, int]]) -> list:
     return out
 
 
+def _shape_offset(c: Check) -> str:
+    """The extracted byte offset in shape variables (the layout's contract substituted, the
+    reading where no 32-bit value wraps; grid ids and the lane stay), factored; "" when the
+    formulas were not expanded."""
+    if c.shape_offset_sym is None:
+        return ""
+    try:
+        import sympy
+        e = c.shape_offset_sym.replace(lambda x: isinstance(x, sympy.floor) and x.args[0].is_integer,
+                                       lambda x: x.args[0])    # the floor of an integer: the lane terms cancel
+        return str(sympy.factor_terms(sympy.expand(e)))
+    except Exception:    # display only
+        return ""
+
+
 def check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
     """The report's dict of one check (README.md gives the schema); ``lines`` maps access pcs
     to listing lines (listing input)."""
@@ -42,6 +57,9 @@ def check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
            "extracted": c.extracted, "expected": c.expected, "difference": c.difference, "reason": c.reason,
            "counterexample": _cex_json(c.counterexample, lines) if c.counterexample is not None else None,
            "time_s": c.time_s}
+    shape_form = _shape_offset(c)
+    if shape_form:
+        out["extracted_shape"] = shape_form
     if c.verdict == Verdict.COUNTEREXAMPLE:
         out["cause"] = str(c.cause) or "unclassified"
         out["overflow"] = _overflow_json(c, lines)

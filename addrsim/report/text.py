@@ -22,8 +22,30 @@ def _size(n: int) -> str:
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
 
 
+def _terms(text: str) -> list:
+    """``text`` (a sympy sum) cut into its top-level terms; every term after the first keeps
+    its operator ("+ x", "- y")."""
+    out, depth, start = [], 0, 0
+    for i, ch in enumerate(text):
+        depth += 1 if ch in "([" else -1 if ch in ")]" else 0
+        if depth == 0 and i > start and text[i:i + 3] in (" + ", " - "):
+            out.append(text[start:i])
+            start = i + 1
+    out.append(text[start:])
+    return out
+
+
 def _short(text: str, limit: int = 300) -> str:
-    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters; full text in --json)"
+    """``text`` whole when it fits ``limit`` characters, else folded at the last whole term
+    of a sum that fits, with what was left out and the length."""
+    if len(text) <= limit:
+        return text
+    terms, n = _terms(text), 0
+    while n < len(terms) and len(" ".join(terms[:n + 1])) <= limit:
+        n += 1
+    if n == 0:
+        return text[:limit] + f"... ({len(text)} characters; full text in --json)"
+    return f"{' '.join(terms[:n])} ... ({len(terms) - n} more term(s), {len(text)} characters; full text in --json)"
 
 
 def _print_routing(c: dict, out) -> None:
@@ -120,6 +142,8 @@ def _print_cause(r: dict, k: dict, n: int, out) -> None:
         c = next((c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _name(c) == sm["check"]), None)
         if c is not None:
             _print_cex_point(c, out, "      ")
+            if r["kind"] == "formula" and c.get("extracted_shape"):
+                out.write(f"      offset ({c['layout']}): {_short(c['extracted_shape'])}; expected {c['expected']}\n")
             _print_routing(c, out)
     if r.get("fix"):
         out.write(f"    fix: {r['fix']}\n")
@@ -153,6 +177,8 @@ def _print_counterexample(c: dict, out) -> None:
     _print_cex_point(c, out, "    ")
     out.write(f"    kernel arguments: {', '.join(f'{n}={v}' for n, v in x['kernargs'].items())}\n")
     if c.get("property", "address") == "address":
+        if c.get("extracted_shape"):
+            out.write(f"    extracted (shape variables, {c['layout']}, no 32-bit wrap): {_short(c['extracted_shape'])}\n")
         out.write(f"    extracted: {_short(c['extracted'])}\n    expected:  {c['expected']}\n")
         out.write(f"    extracted - expected (integer reading, this layout): {_short(c['difference'])}\n")
     if x.get("memory_bytes"):
@@ -190,7 +216,10 @@ def _print_proved(k: dict, out) -> None:
     for c in k["checks"]:
         if c["verdict"] == Verdict.PROVED and c.get("property", "address") == "address":
             pad = " " * len(c["buffer"] + c["layout"])
-            out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset {_short(c['extracted'])}\n"
+            shape = c.get("extracted_shape")
+            out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset "
+                      + (f"{shape} (shape variables, no 32-bit wrap)\n  {pad}         in kernel arguments "
+                         if shape else "") + f"{_short(c['extracted'])}\n"
                       f"  {pad}         expected offset  {c['expected']}\n")
             w = c.get("witness")
             if w:
