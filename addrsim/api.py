@@ -175,6 +175,9 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
         limits += host_limits(prob, *limit_tools(prob, opts, cache))
     entry = {"file": str(path), "kernel": k.symbol, "arch": src.co.arch, "host": prob.host if prob else None,
              "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks, "host_limits": limits}
+    if prob is not None and prob.memory is not None:        # the HTML page draws boundaries against it
+        from addrsim.backends.sympy_text import to_sympy
+        entry["memory"] = {"bytes": str(to_sympy(prob.memory)), "limit": prob.memory_limit}
     entry["root_causes"] = root_causes(entry)
     entry["summary"] = summary_line(entry, entry["root_causes"])
     if src.kind != "code object":

@@ -85,7 +85,8 @@ def test_lse_rows_plot(kernels, tmp_path):
 
 
 @pytest.mark.parametrize("cmd,flag", [("verify", "--json"), ("scan", "--json"), ("scan", "--sarif"),
-                                      ("scan", "--junit"), ("diff", "--json")])
+                                      ("scan", "--junit"), ("diff", "--json"),
+                                      ("verify", "--html"), ("scan", "--html")])
 def test_an_output_that_cannot_be_written_is_refused_before_any_work(kernels, tmp_path, capsys, cmd, flag):
     co = str(kernels["lsed_abi_fix"])
     files = [co, co] if cmd == "diff" else [co]

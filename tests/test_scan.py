@@ -32,7 +32,7 @@ def corpus(tmp_path_factory, real_kernel):
 def scanned(corpus, tmp_path_factory):
     out = tmp_path_factory.mktemp("out")
     p = scan(corpus, "--buffer", "lse", "--layout", "bhsd", "--layout", "sbhd", "--jobs", "2",
-             "--json", out / "r.json", "--sarif", out / "r.sarif", "--junit", out / "r.xml")
+             "--json", out / "r.json", "--sarif", out / "r.sarif", "--junit", out / "r.xml", "--html", out / "r.html")
     return p, out
 
 
@@ -130,3 +130,11 @@ def test_a_rerun_reads_the_report_of_each_unchanged_kernel(corpus, tmp_path):
     assert "1 read from the query cache" in second.stdout and "read from the query cache" not in first.stdout
     scan(corpus, "--buffer", "lse", "--layout", "bshd", "--cache-dir", tmp_path / "cache", "--json", tmp_path / "3.json")
     assert not any(k.get("cached") for k in json.loads((tmp_path / "3.json").read_text())["kernels"])
+
+
+@pytest.mark.slow
+def test_html_page_of_the_scan(scanned):
+    page = (scanned[1] / "r.html").read_text()
+    assert "<table id='matrix'>" in page and "<script" not in page
+    assert "Root cause 1: 32-bit wrap at 0x2b54: s_mul_i32 s62, s4, s53" in page
+    assert "nhead_q*seqlen_q*(batch - 1) &gt;= 2**24" in page and "<svg" in page

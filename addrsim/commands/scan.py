@@ -420,6 +420,7 @@ def register(sub) -> None:
     sc.add_argument("--json", metavar="FILE", help="write the JSON reports ('-' for stdout)")
     sc.add_argument("--sarif", metavar="FILE", help="write SARIF 2.1.0")
     sc.add_argument("--junit", metavar="FILE", help="write JUnit XML")
+    sc.add_argument("--html", metavar="FILE", help="write one self-contained HTML page of the run (no network)")
     sc.add_argument("--baseline", metavar="OLD.json",
                     help="an earlier --json report: fail only on findings it does not have (new, unchanged and "
                          "gone are listed; SARIF baselineState)")
@@ -440,7 +441,7 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     layouts = args.layout or list(DEFAULT_LAYOUTS)
     try:
-        for flag in ("json", "sarif", "junit"):      # before the work, not after it
+        for flag in ("json", "sarif", "junit", "html"):      # before the work, not after it
             check_output(getattr(args, flag), f"--{flag}")
         baseline = load_baseline(args.baseline) if args.baseline else None
         accepted = load_accepted(args.accepted) if args.accepted else []
@@ -485,6 +486,10 @@ def run(args) -> int:
             write_sarif(args.sarif, reports, __version__, gate=merged.get("gate"))
         if args.junit:
             write_junit(args.junit, reports)
+        if args.html:
+            from addrsim.report.html import to_html
+            with open(args.html, "w", encoding="utf-8") as fh:
+                fh.write(to_html(merged, "addrsim scan"))
     except OSError as e:
         sys.stderr.write(f"addrsim: {e.filename}: cannot write ({e.strerror})\n")
         return EXIT_BAD_INPUT

@@ -26,6 +26,7 @@ def register(sub) -> None:
     v.add_argument("--buffer", action="append", help="buffer to check (repeatable; default: every buffer the kernel has a pointer for)")
     v.add_argument("--layout", action="append", help=f"layout (repeatable; default {' '.join(DEFAULT_LAYOUTS)})")
     v.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
+    v.add_argument("--html", metavar="FILE", help="write one self-contained HTML page of the run (no network)")
     v.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     v.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX",
                    help="override a shape bound, e.g. batch=1:64")
@@ -50,6 +51,7 @@ def run(args) -> int:
     bar = progress_bar(args, "addrsim verify", "check")
     try:
         check_output(args.json, "--json")
+        check_output(args.html, "--html")
         models = load_models(list(args.model) + list(args.layouts))
         cache = query_store(args)
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
@@ -68,4 +70,12 @@ def run(args) -> int:
     buf = io.StringIO()
     print_table(merged, buf, details=args.details)
     bad = emit(merged, args.json, lambda: buf.getvalue().rstrip("\n"))
+    if bad is None and args.html:
+        from addrsim.report.html import to_html
+        try:
+            with open(args.html, "w", encoding="utf-8") as fh:
+                fh.write(to_html(merged, "addrsim verify"))
+        except OSError as e:
+            sys.stderr.write(f"addrsim: {args.html}: cannot write ({e.strerror})\n")
+            return EXIT_BAD_INPUT
     return bad if bad is not None else exit_status(reports)

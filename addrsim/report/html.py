@@ -1,0 +1,215 @@
+"""`--html FILE`: one self-contained page per run (no network, no script), drawn from the JSON
+form of the reports.
+
+Owns :func:`to_html`.  The page holds: the kernels x buffers x layouts matrix coloured by
+verdict (each cell's reason in its tooltip); per kernel its summary line and root causes
+(:mod:`addrsim.report.causes`), each wrap or host cast with its boundary drawn in the
+(nhead_q, seqlen_q) plane at the smallest failing batch against the device's memory (the
+family's ``memory`` formula and limit); and the LSE rows each (batch_id, head_id) reads in
+each layout (the extracted offset in shape variables, ``extracted_shape``) over the rows it
+should read.  Formulas are read by sympy only when every name in them is a shape variable,
+grid id, lane or floor/Mod/ceiling (:func:`_reader`): the page never evaluates other text.
+May import addrsim.report.causes.
+"""
+from __future__ import annotations
+
+import html
+import math
+import re
+from typing import Callable, Dict, List, Optional
+
+from addrsim.report.causes import SAFE_NAMES, root_causes, summary_line
+
+COLOURS = {"proved": "#4caf50", "counterexample": "#e53935", "latent": "#fb8c00", "unknown": "#fdd835",
+           "unsupported": "#9e9e9e", "unreachable": "#90caf9"}
+MARKS = {"proved": "ok", "counterexample": "CEX", "unknown": "?", "unsupported": "unsup", "unreachable": "unr"}
+NAMES = SAFE_NAMES | {"ceiling", "batch", "nhead_k", "seqlen_k"}
+CSS = """body{font:14px sans-serif;margin:24px;color:#222}table{border-collapse:collapse}
+td,th{border:1px solid #ccc;padding:2px 6px;text-align:center;font-size:12px}th{background:#f3f3f3}
+td.k{text-align:left;font-family:monospace}.cause{border:1px solid #ddd;border-radius:6px;padding:8px 12px;
+margin:10px 0}.mono{font-family:monospace;font-size:12px}.legend span{display:inline-block;padding:1px 8px;
+margin-right:6px;color:#000}h2{margin-top:32px}svg{background:#fff;border:1px solid #ddd}"""
+
+
+def _e(text) -> str:
+    return html.escape(str(text))
+
+
+def _reader(text: str, names) -> Optional[Callable[..., float]]:
+    """A function of ``names`` (keyword arguments) that evaluates the formula ``text``, or
+    None when it holds a name outside NAMES or characters outside a formula's (never
+    evaluated then)."""
+    if not text or not re.fullmatch(r"[A-Za-z0-9_ +\-*/().,]*", text):
+        return None
+    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
+    if not words <= NAMES or not words <= set(names) | {"floor", "Mod", "ceiling"}:
+        return None
+    try:
+        import sympy
+        expr = sympy.sympify(text)
+        syms = [sympy.Symbol(n) for n in names]
+        f = sympy.lambdify(syms, expr, "math")
+        return lambda **kw: float(f(*[kw.get(n, 0) for n in names]))
+    except Exception:   # display only
+        return None
+
+
+def _matrix(kernels: List[dict]) -> str:
+    """The kernels x (property, buffer) x layouts table, each cell coloured by its verdict."""
+    cols: Dict[tuple, List[str]] = {}
+    for k in kernels:
+        for c in k["checks"]:
+            lays = cols.setdefault((c.get("property", "address"), c["buffer"]), [])
+            if c["layout"] not in lays:
+                lays.append(c["layout"])
+    head1 = "".join(f"<th colspan='{len(l)}'>{_e(b)}{' bounds' if p == 'bounds' else ''}</th>"
+                    for (p, b), l in cols.items())
+    head2 = "".join(f"<th>{_e(x)}</th>" for l in cols.values() for x in l)
+    rows = []
+    for k in kernels:
+        got = {(c.get("property", "address"), c["buffer"], c["layout"]): c for c in k["checks"]}
+        cells = []
+        for (p, b), lays in cols.items():
+            for lay in lays:
+                c = got.get((p, b, lay))
+                cells.append(_cell(c))
+        rows.append(f"<tr><td class='k'>{_e(k['arch'])}/{_e(k['file'].rsplit('/', 1)[-1])}</td>{''.join(cells)}</tr>")
+    legend = "".join(f"<span style='background:{v}'>{_e(k)}</span>" for k, v in COLOURS.items())
+    return (f"<p class='legend'>{legend}</p><table id='matrix'><tr><th rowspan='2'>kernel</th>{head1}</tr>"
+            f"<tr>{head2}</tr>{''.join(rows)}</table>")
+
+
+def _cell(c: Optional[dict]) -> str:
+    if c is None:
+        return "<td>-</td>"
+    v = c["verdict"]
+    latent = v == "counterexample" and (c.get("routing") or {}).get("reachable") is False
+    x = c.get("counterexample") or {}
+    tip = c.get("reason") or (" ".join(f"{a}={b}" for a, b in (x.get("shape") or {}).items()))
+    colour = COLOURS["latent" if latent else v] if (latent or v in COLOURS) else "#fff"
+    return f"<td style='background:{colour}' title='{_e(v)}: {_e(tip)}'>{MARKS.get(v, _e(v))}</td>"
+
+
+PLANE = {"nhead_q": [1 << i for i in range(9)], "seqlen_q": [1 << i for i in range(21)]}
+"""The (nhead_q, seqlen_q) points of a boundary plot: powers of two over the shape bounds."""
+VARS = ("batch", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k", "hdim_q", "hdim_v")
+
+
+def _boundary_svg(text: str, smallest: dict, memory: Optional[dict]) -> str:
+    """An SVG of the (nhead_q, seqlen_q) plane (log2 axes) at the smallest shape's batch:
+    red where ``text`` (``lhs >= rhs`` or ``lhs != 0``, shape variables only) holds and every
+    tensor fits the device, green where it does not hold, grey past the device's memory; the
+    smallest shape as a black ring.  "" when the boundary cannot be read."""
+    m = re.fullmatch(r"(.+) (>=|!=) (.+)", text)
+    lhs = _reader(m.group(1), VARS) if m else None
+    rhs = _reader(m.group(3), VARS) if m else None
+    mem = _reader(memory["bytes"], VARS) if memory else None
+    if lhs is None or rhs is None:
+        return ""
+    sh = smallest["shape"]
+    w, h, left, top = 18, 11, 70, 10
+    cells = []
+    for i, nh in enumerate(PLANE["nhead_q"]):
+        for j, sq in enumerate(PLANE["seqlen_q"]):
+            pt = dict(sh, nhead_q=nh, seqlen_q=sq, nhead_k=min(sh.get("nhead_k", nh), nh),
+                      seqlen_k=sq if sh.get("seqlen_k") == sh.get("seqlen_q") else sh.get("seqlen_k", sq))
+            try:
+                holds = lhs(**pt) >= rhs(**pt) if m.group(2) == ">=" else lhs(**pt) != rhs(**pt)
+                fits = mem is None or not memory.get("limit") or mem(**pt) <= memory["limit"]
+            except (ArithmeticError, TypeError, ValueError):
+                return ""
+            colour = "#ddd" if not fits else "#e53935" if holds else "#a5d6a7"
+            cells.append(f"<rect x='{left + j * w}' y='{top + (8 - i) * h}' width='{w}' height='{h}' "
+                         f"fill='{colour}'><title>nhead_q={nh} seqlen_q={sq}</title></rect>")
+    sx = left + math.log2(max(sh.get("seqlen_q", 1), 1)) * w + w / 2
+    sy = top + (8 - math.log2(max(sh.get("nhead_q", 1), 1))) * h + h / 2
+    ticks = "".join(f"<text x='{left + j * w + 2}' y='{top + 9 * h + 12}' font-size='8'>{j}</text>"
+                    for j in range(0, 21, 2))
+    ticks += "".join(f"<text x='{left - 14}' y='{top + (8 - i) * h + 9}' font-size='8'>{1 << i}</text>"
+                     for i in range(9))
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + 21 * w + 10}' height='{top + 9 * h + 34}'>"
+            f"{''.join(cells)}<circle cx='{sx:.1f}' cy='{sy:.1f}' r='5' fill='none' stroke='#000' stroke-width='2'/>"
+            f"{ticks}<text x='{left}' y='{top + 9 * h + 28}' font-size='10'>log2 seqlen_q (batch = {sh.get('batch')}; "
+            f"red: breaks and fits, green: right, grey: past device memory)</text>"
+            f"<text x='2' y='{top + 4 * h}' font-size='10'>nhead_q</text></svg>")
+
+
+def _lse_rows_svg(c: dict) -> str:
+    """An SVG of the LSE rows each (batch_id, head_id) reads at batch 2, nhead_q 2, seqlen_q 64
+    (from ``extracted_shape``; blue, red where it is not the row it should read) over the
+    rows it should read (grey, the [batch, nhead_q, seqlen_q] fp32 buffer); "" when the
+    offset cannot be read."""
+    names = VARS + ("batch_id", "head_id", "kv_tile", "tid_x")
+    off = _reader(c.get("extracted_shape") or "", names)
+    if off is None:
+        return ""
+    B, H, S = 2, 2, 64
+    shape = {"batch": B, "nhead_q": H, "nhead_k": H, "seqlen_q": S, "seqlen_k": S, "hdim_q": 128, "hdim_v": 128}
+    scale, left, bars = 1.2, 60, []
+    for i, (b, hh) in enumerate((b, hh) for b in range(B) for hh in range(H)):
+        want = (b * H + hh) * S
+        try:
+            start = off(**shape, batch_id=b, head_id=hh, kv_tile=0, tid_x=0) / 4
+        except (ArithmeticError, TypeError, ValueError):
+            return ""
+        y = 10 + i * 22
+        bars.append(f"<rect x='{left + want * scale}' y='{y}' width='{S * scale}' height='16' fill='#ccc'/>"
+                    f"<rect x='{left + start * scale}' y='{y + 4}' width='{S * scale}' height='8' "
+                    f"fill='{'#1e88e5' if start == want else '#e53935'}'/>"
+                    f"<text x='4' y='{y + 12}' font-size='10'>b{b} h{hh}</text>")
+    width = left + max(B * H * S * scale, 10) + 40
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{20 + B * H * 22}'>"
+            f"{''.join(bars)}</svg>")
+
+
+def _cause_html(r: dict, memory: Optional[dict]) -> str:
+    """One root cause: its title, checks, boundary per layout (drawn for a wrap or host cast
+    whose boundary is in shape variables), smallest shape, reach and fix."""
+    sm = r.get("smallest") or {}
+    shape = " ".join(f"{a}={b}" for a, b in (sm.get("shape") or {}).items())
+    parts = [f"<div class='cause' id='cause-{r['id']}'><b>Root cause {r['id']}: {_e(r['title'])}</b>"]
+    if r["checks"]:
+        parts.append(f"<div>breaks {_e(', '.join(r['checks']))} ({_e(r['reach'])})</div>")
+    drawn = set()
+    for lay, b in r["boundary"].items():
+        parts.append(f"<div class='mono'>boundary ({_e(lay)}): {_e(b)}</div>")
+        if r["kind"] in ("wrap", "host cast") and sm and b not in drawn:
+            drawn.add(b)                  # one drawing per distinct boundary
+            parts.append(_boundary_svg(b, sm, memory))
+    if sm:
+        parts.append(f"<div class='mono'>smallest shape: {_e(shape)} ({_e(sm.get('check'))})</div>")
+    if r.get("fix"):
+        parts.append(f"<div>fix: {_e(r['fix'])}</div>")
+    return "".join(parts) + "</div>"
+
+
+def _kernel_html(k: dict) -> str:
+    """A kernel's section: summary line, root causes, the LSE rows per layout."""
+    causes = k.get("root_causes") or root_causes(k)
+    out = [f"<h2>{_e(k['arch'])}/{_e(k['file'].rsplit('/', 1)[-1])}</h2>",
+           f"<p class='mono'>{_e(k['kernel'])}; host {_e(k.get('host') or 'none')}</p>",
+           f"<p>summary: {_e(k.get('summary') or summary_line(k, causes))}</p>"]
+    out += [_cause_html(r, k.get("memory")) for r in causes]
+    lse = [c for c in k["checks"] if c["buffer"] == "lse" and c.get("property", "address") == "address"]
+    rows = [(c, _lse_rows_svg(c)) for c in lse]
+    if any(svg for _, svg in rows):
+        out.append("<h3>LSE rows read per (batch_id, head_id) at batch 2, nhead_q 2, seqlen_q 64 "
+                   "(blue; red: another slice's rows) over the rows it should read (grey)</h3>")
+        out += [f"<div>{_e(c['layout'])} ({_e(c['verdict'])})<br>{svg}</div>" for c, svg in rows if svg]
+    return "".join(out)
+
+
+def to_html(report: dict, title: str = "addrsim report") -> str:
+    """The page of a run (``report``: ``{"tool", "version", "kernels": [...]}``, the JSON form):
+    self-contained HTML5, no script, no external resource."""
+    kernels = report.get("kernels") or []
+    body = [f"<h1>{_e(title)}</h1>", f"<p>addrsim {_e(report.get('version', ''))}: {len(kernels)} kernel(s)</p>",
+            _matrix(kernels)]
+    gate = report.get("gate")
+    if gate:
+        body.append(f"<p id='gate'>gate: {len(gate['failing'])} failing, {len(gate['new'])} new, "
+                    f"{len(gate['unchanged'])} unchanged, {len(gate['gone'])} gone, "
+                    f"{len(gate['accepted'])} accepted</p>")
+    body += [_kernel_html(k) for k in kernels]
+    return ("<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
+            f"<title>{_e(title)}</title><style>{CSS}</style></head><body>{''.join(body)}</body></html>\n")

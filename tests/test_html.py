@@ -1,0 +1,87 @@
+"""`--html FILE` (addrsim.report.html): one self-contained page per run, loaded in headless
+Chromium (Debian's chromium package).
+
+Specification: the page has no script and no external resource; it loads with no console
+error and shows the kernels x buffers x layouts matrix coloured by verdict, each root cause
+with its boundary drawn in the (nhead_q, seqlen_q) plane, and the LSE rows per slice; a
+formula with a name outside the shape variables is never evaluated.
+"""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from addrsim.report.html import _reader, to_html
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
+FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync",
+         "--enable-logging=stderr", "--v=0"]
+SHAPE = {"batch": 3, "nhead_q": 8, "nhead_k": 1, "seqlen_q": 1048576, "seqlen_k": 1048576, "hdim_q": 128,
+         "hdim_v": 128}
+
+
+def _report():
+    site = {"kind": "instruction", "pc": 0x2b54, "instruction": "s_mul_i32 s62, s4, s53", "argument": "",
+            "width": 32, "machine": 0, "exact": 1 << 32, "matters": True, "formula": "256*batch_id*nhead_q*seqlen_q",
+            "boundary": "batch_id*nhead_q*seqlen_q >= 2**24",
+            "shape_boundary": "nhead_q*seqlen_q*(batch - 1) >= 2**24", "text": "s_mul_i32 s62, s4, s53 at 0x2b54"}
+    cex = {"shape": SHAPE, "coords": {"batch_id": 2, "head_id": 0}, "lane": 0, "access_pc": 0x3eb0, "minimal": True,
+           "address": {"extracted": 0, "expected": 67108864}, "memory_bytes": 40466644992}
+    small = dict(SHAPE, batch=2, nhead_q=1, seqlen_q=64, seqlen_k=64)
+    checks = [
+        {"buffer": "lse", "layout": "bhsd", "property": "address", "verdict": "counterexample", "cause": "overflow",
+         "overflow": [site], "counterexample": cex, "reason": "", "routing": {"reachable": True},
+         "extracted_shape": "4*seqlen_q*(batch_id*nhead_q + head_id)"},
+        {"buffer": "lse", "layout": "sbhd", "property": "address", "verdict": "counterexample", "cause": "formula",
+         "overflow": [], "counterexample": dict(cex, shape=small), "reason": "", "routing": {"reachable": False},
+         "difference": "-4*batch_id*nhead_q*seqlen_q + 4*batch_id*nhead_q",
+         "extracted_shape": "4*(batch_id*nhead_q + head_id*seqlen_q)"},
+        {"buffer": "k", "layout": "bshd", "property": "bounds", "verdict": "unknown",
+         "reason": "check budget of 60 Mru spent <before> every access was decided"},
+        {"buffer": "q", "layout": "bhsd", "property": "address", "verdict": "proved", "reason": None},
+    ]
+    k = {"file": "/x/gfx942/bwd_hd128_bf16_a16_rtne.co", "kernel": "_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE",
+         "arch": "gfx942", "host": "aiter-0.1.7.post2.dev18", "checks": checks, "host_limits": [],
+         "memory": {"bytes": "512*batch*nhead_k*seqlen_k + 512*batch*nhead_q*seqlen_k + 1032*batch*nhead_q*seqlen_q",
+                    "limit": 206158430208}}
+    return {"tool": "addrsim", "version": "0.1.0", "kernels": [k]}
+
+
+def test_page_is_self_contained_and_has_the_matrix_causes_and_rows():
+    page = to_html(_report())
+    assert "<script" not in page and not re.search(r"(src|href)=['\"]?(https?:)?//", page)
+    assert "<table id='matrix'>" in page
+    assert "title='unknown: check budget of 60 Mru spent &lt;before&gt; every access was decided'" in page
+    assert page.count("<div class='cause'") == 2
+    assert page.count("<svg") == 3       # one boundary plane, two LSE-row drawings
+    assert "fill='#e53935'" in page and "fill='#ddd'" in page      # breaks, and past device memory
+
+
+def test_formulas_with_other_names_are_never_evaluated():
+    assert _reader("nhead_q*seqlen_q", ("nhead_q", "seqlen_q"))(nhead_q=2, seqlen_q=3) == 6
+    assert _reader("__import__('os').system('true')", ("nhead_q",)) is None
+    assert _reader("batch_id*nhead_q", ("nhead_q",)) is None          # an id left in: not a shape boundary
+    assert _reader("nhead_q; 1", ("nhead_q",)) is None
+
+
+def _load(path, tmp_path):
+    p = subprocess.run([CHROMIUM, *FLAGS, f"--user-data-dir={tmp_path / 'profile'}", "--dump-dom",
+                        path.as_uri()], capture_output=True, text=True, timeout=120)
+    errors = [l for l in p.stderr.splitlines() if "CONSOLE" in l and ("Uncaught" in l or "rror" in l)]
+    return p.stdout, errors
+
+
+@needs_chromium
+def test_page_loads_in_headless_chromium_without_console_errors(tmp_path):
+    page = tmp_path / "report.html"
+    page.write_text(to_html(_report()))
+    dom, errors = _load(page, tmp_path)
+    assert errors == []
+    assert '<table id="matrix">' in dom and ">CEX<" in dom and "Root cause 2" in dom
+    bad = tmp_path / "bad.html"                  # the check sees a console error when there is one
+    bad.write_text("<!DOCTYPE html><html><body><p>x</p><script>throw new Error('boom')</script></body></html>")
+    _, errors = _load(bad, tmp_path)
+    assert errors and "boom" in errors[0]
