@@ -201,3 +201,5 @@ def test_each_property_writes_its_own_smtlib_file():
     names = {smt2_name("_ZN5aiter4kE", "dk", "sbhd", p, a) for p in ("address", "bounds") for a in ("bv", "int")}
     assert len(names) == 4
     assert smt2_name("k e", "dk", "sbhd", "bounds", "bv") == "k_e.dk.sbhd.bounds.bv.smt2"
+    # a routed rerun of the same check writes its own file
+    assert smt2_name("k", "dk", "sbhd", "bounds", "bv", "fmha_v3_bwd") == "k.dk.sbhd.bounds.bv.routed-fmha_v3_bwd.smt2"

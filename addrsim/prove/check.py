@@ -421,11 +421,13 @@ def _gqa_exact(prob: Problem) -> bool:
     return any(a.text.replace(" ", "") == "nhead_q%nhead_k==0" and prob.in_domain(a) for a in prob.assumptions)
 
 
-def smt2_name(symbol: str, buffer: str, layout: str, prop: str, arith: str) -> str:
+def smt2_name(symbol: str, buffer: str, layout: str, prop: str, arith: str, routed: Optional[str] = None) -> str:
     """File name of an undecided obligation: one per kernel, buffer, layout, property
-    (address or bounds) and arithmetic, so no check overwrites another's."""
+    (address or bounds), arithmetic and domain (the kernel's own, or routed through a host
+    entry point), so no check overwrites another's."""
     import re
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{symbol}.{buffer}.{layout}.{prop}.{arith}") + ".smt2"
+    tail = f".routed-{routed}" if routed else ""
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{symbol}.{buffer}.{layout}.{prop}.{arith}{tail}") + ".smt2"
 
 
 def _dump(ctx: _Ctx, text_fn) -> str:
@@ -439,7 +441,7 @@ def _dump(ctx: _Ctx, text_fn) -> str:
             return ""
         d = Path(ctx.opts.smt_dir)
         d.mkdir(parents=True, exist_ok=True)
-        name = smt2_name(ctx.sub.kernel.symbol, ctx.buffer, ctx.layout, ctx.prop, ctx.res.arith)
+        name = smt2_name(ctx.sub.kernel.symbol, ctx.buffer, ctx.layout, ctx.prop, ctx.res.arith, ctx.prob.routed)
         (d / name).write_text(text)
         ctx.res.smt2 = str(d / name)
         return f" (obligation written to {d / name})"

@@ -172,10 +172,12 @@ GQA_EXACT = "nhead_q % nhead_k == 0"
 
 
 def _gqa_last(g, last: Dict[str, Expr]):
-    """``g`` (sympy) with the last key head ``floor((nhead_q - 1)/floor(nhead_q/nhead_k))``
-    written ``nhead_k - 1``, which it is wherever nhead_q is a multiple of nhead_k (``last``
-    holds GQA_EXACT), and factored."""
+    """``g`` (sympy) with a lane mask ``and(0, m)`` at lane 0 read as 0 and the last key head
+    ``floor((nhead_q - 1)/floor(nhead_q/nhead_k))`` written ``nhead_k - 1``, which it is
+    wherever nhead_q is a multiple of nhead_k (``last`` holds GQA_EXACT), and factored."""
     import sympy
+    g = g.replace(lambda e: getattr(e.func, "__name__", "") == "and" and any(a == 0 for a in e.args),
+                  lambda e: sympy.Integer(0))      # a lane mask at lane 0
     if GQA_EXACT in last:
         nq, nk = (sympy.Symbol(v, integer=True, nonnegative=True) for v in ("nhead_q", "nhead_k"))
         key = (nq - 1) / sympy.floor(nq / nk)
