@@ -260,34 +260,13 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from addrsim.loader.listing import load_source
-    from addrsim.model.models import SHAPE_VARS
     try:
         check_output(args.output, "-o")
         models = load_models(list(args.model))
         kern = load_source(args.file, args.like).co.kernels[0].symbol
         coords, why, prediction = None, "", None
         if args.shape is not None:
-            try:
-                pairs = [kv.split("=", 1) for kv in args.shape.split(",")]
-                shape = {k.strip(): int(v) for k, v in pairs}
-            except ValueError:
-                raise InputError("--shape", f"expected NAME=V,NAME=V,..., got {args.shape!r}") from None
-            if len(shape) != len(pairs):
-                raise InputError("--shape", f"a name is given twice in {args.shape!r}")
-            for k, v in shape.items():
-                if k not in SHAPE_VARS[:7]:
-                    raise InputError("--shape", f"unknown name {k!r} (batch, nhead_q, nhead_k, seqlen_q, seqlen_k, "
-                                                "hdim_q, hdim_v)")
-                if not 1 <= v < 1 << 31:
-                    raise InputError("--shape", f"{k}={v} is not a size (1 .. 2**31-1)")
-            defaults = {"nhead_k": shape.get("nhead_q", 1), "seqlen_k": shape.get("seqlen_q", 1),
-                        "hdim_v": shape.get("hdim_q", 128)}
-            shape = {**defaults, **shape}
-            missing = [n for n in ("batch", "nhead_q", "seqlen_q", "hdim_q") if n not in shape]
-            if missing:
-                raise InputError("--shape", f"missing {', '.join(missing)}")
-            if shape["nhead_q"] % shape["nhead_k"]:
-                raise InputError("--shape", "nhead_q must be a multiple of nhead_k")
+            shape = _parse_shape(args.shape)
             memory = _fits_or_offer(args, models, shape)
             from addrsim.commands.crosscheck import _predict
             pred, chk = _predict(args.file, args.layout, shape, [args.buffer], models, args.like, args.timeout)
@@ -366,3 +345,32 @@ def _fits_or_offer(args, models, shape: Dict[str, int]) -> int:
              f"; the prover finds no failing shape that fits ({args.buffer}/{args.layout} is {c['verdict']})")
     raise InputError("--shape", f"the tensors at this shape take {need / 2**30:.1f} GiB, more than the "
                                 f"{prob.memory_limit / 2**30:.0f} GiB of a {co.arch} device{offer}")
+
+
+def _parse_shape(text: str) -> Dict[str, int]:
+    """The ``--shape NAME=V,...`` of ``repro``: batch, nhead_q, seqlen_q and hdim_q required,
+    nhead_k, seqlen_k and hdim_v defaulting to nhead_q, seqlen_q and hdim_q.  Raises
+    InputError for anything else."""
+    from addrsim.model.models import SHAPE_VARS
+    try:
+        pairs = [kv.split("=", 1) for kv in text.split(",")]
+        shape = {k.strip(): int(v) for k, v in pairs}
+    except ValueError:
+        raise InputError("--shape", f"expected NAME=V,NAME=V,..., got {text!r}") from None
+    if len(shape) != len(pairs):
+        raise InputError("--shape", f"a name is given twice in {text!r}")
+    for k, v in shape.items():
+        if k not in SHAPE_VARS[:7]:
+            raise InputError("--shape", f"unknown name {k!r} (batch, nhead_q, nhead_k, seqlen_q, seqlen_k, "
+                                        "hdim_q, hdim_v)")
+        if not 1 <= v < 1 << 31:
+            raise InputError("--shape", f"{k}={v} is not a size (1 .. 2**31-1)")
+    defaults = {"nhead_k": shape.get("nhead_q", 1), "seqlen_k": shape.get("seqlen_q", 1),
+                "hdim_v": shape.get("hdim_q", 128)}
+    shape = {**defaults, **shape}
+    missing = [n for n in ("batch", "nhead_q", "seqlen_q", "hdim_q") if n not in shape]
+    if missing:
+        raise InputError("--shape", f"missing {', '.join(missing)}")
+    if shape["nhead_q"] % shape["nhead_k"]:
+        raise InputError("--shape", "nhead_q must be a multiple of nhead_k")
+    return shape

@@ -40,7 +40,7 @@ from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_
 from addrsim.errors import AddrsimError
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
-from addrsim.report.causes import root_causes, summary_line
+from addrsim.report.causes import check_name, root_causes, smallest_check, summary_line, undecided_groups
 from addrsim.report.gate import gate, gate_status, gate_text, load_accepted, load_baseline
 
 SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's.  Tried
@@ -347,12 +347,7 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
     smallest shape and whether the host reaches it) and the reason of every check left
     undecided, under the kernel's summary line; nothing for a kernel with neither."""
     causes = [rc for rc in (k.get("root_causes") or root_causes(k)) if rc["checks"]]
-    undecided: Dict[tuple, List[str]] = {}
-    for c in k["checks"]:
-        if c["verdict"] in (Verdict.UNKNOWN, Verdict.UNSUPPORTED, Verdict.UNREACHABLE):
-            why = (c.get("reason") or "; ".join(c.get("excluded_by") or []) or "no reason given")
-            tag = c["buffer"] + ("[bounds]" if c.get("property") == "bounds" else "") + "/" + c["layout"]
-            undecided.setdefault((c["verdict"], why.split("; ", 1)[0].split(" (obligation written")[0]), []).append(tag)
+    undecided = {key: [check_name(c) for c in cs] for key, cs in undecided_groups(k).items()}
     if not causes and not undecided:
         return []
     name = f"{k['arch']}/{Path(k['file']).name}"
@@ -364,8 +359,7 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
         out.append(f"  [{rc['id']}] {rc['title']}")
         out.append(f"      breaks {', '.join(rc['checks'])}; smallest {shape} ({sm['check']}){mark}; {rc['reach']}")
         out += _marks(k, rc)
-        c = next(c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _tag(c) == sm["check"])
-        rt = c.get("routing") or {}
+        rt = (smallest_check(k, rc) or {}).get("routing") or {}
         if rt.get("reachable") is False:
             out.append(f"      LATENT under {rt.get('host')}: masked by {'; '.join(rt.get('masked_by') or [])}")
         if corpus.tables:
@@ -379,19 +373,15 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
 
 def _marks(k: dict, rc: dict) -> List[str]:
     """The gate's marks of a root cause's checks: new against the baseline, accepted."""
-    checks = [c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _tag(c) in rc["checks"]]
-    new = [_tag(c) for c in checks if c.get("baseline") == "new"]
+    checks = [c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and check_name(c) in rc["checks"]]
+    new = [check_name(c) for c in checks if c.get("baseline") == "new"]
     out = [f"      NEW since the baseline: {', '.join(new)}"] if new else []
     acc: Dict[str, List[str]] = {}
     for c in checks:
         if c.get("accepted"):
-            acc.setdefault(f"entry {c['accepted']['entry']}: {c['accepted']['reason']}", []).append(_tag(c))
+            acc.setdefault(f"entry {c['accepted']['entry']}: {c['accepted']['reason']}", []).append(check_name(c))
     out += [f"      accepted ({why}): {', '.join(tags)}" for why, tags in acc.items()]
     return out
-
-
-def _tag(c: dict) -> str:
-    return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
 
 
 def _totals(counts: Dict[str, int], reports: List[dict]) -> str:

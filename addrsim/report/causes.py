@@ -85,8 +85,27 @@ def _reach(checks: List[dict]) -> str:
     return "routing unknown"
 
 
-def _name(c: dict) -> str:
+def check_name(c: dict) -> str:
+    """A check's name in reports: ``buffer/layout``, `` bounds`` appended for the bounds check."""
     return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
+
+
+def smallest_check(kernel: dict, cause: dict) -> Optional[dict]:
+    """The counterexample check of ``kernel`` whose shape is the root cause's smallest."""
+    name = (cause.get("smallest") or {}).get("check")
+    return next((c for c in kernel.get("checks") or []
+                 if c.get("verdict") == Verdict.COUNTEREXAMPLE and check_name(c) == name), None)
+
+
+def undecided_groups(kernel: dict) -> Dict[Tuple[str, str], List[dict]]:
+    """The checks left unknown, unsupported or unreachable, grouped by verdict and reason (up
+    to its first ';', without the SMT-LIB2 file's note), in the order of the first of each."""
+    groups: Dict[Tuple[str, str], List[dict]] = {}
+    for c in kernel.get("checks") or []:
+        if c.get("verdict") in (Verdict.UNKNOWN, Verdict.UNSUPPORTED, Verdict.UNREACHABLE):
+            why = c.get("reason") or "; ".join(c.get("excluded_by") or []) or "no reason given"
+            groups.setdefault((c["verdict"], why.split("; ", 1)[0].split(" (obligation written")[0]), []).append(c)
+    return groups
 
 
 def root_causes(kernel: dict) -> List[dict]:
@@ -129,10 +148,10 @@ def _cause(key: Tuple, checks: List[dict]) -> dict:
     kind = key[0]
     best = min(checks, key=lambda c: _shape_rank(c["counterexample"]["shape"]), default=None)
     smallest = None if best is None else {
-        "check": _name(best), "shape": best["counterexample"]["shape"],
+        "check": check_name(best), "shape": best["counterexample"]["shape"],
         "minimal": bool(best["counterexample"].get("minimal", True)),
         "memory_bytes": best["counterexample"].get("memory_bytes")}
-    r = {"id": 0, "kind": kind, "title": "", "where": None, "boundary": {}, "checks": [_name(c) for c in checks],
+    r = {"id": 0, "kind": kind, "title": "", "where": None, "boundary": {}, "checks": [check_name(c) for c in checks],
          "smallest": smallest, "reach": _reach(checks) if checks else "host", "fix": "", "findings": []}
     site = None
     for c in checks if kind in ("wrap", "host cast") else ():

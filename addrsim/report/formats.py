@@ -31,6 +31,8 @@ counterexample is a ``<failure>``, an unknown or unsupported verdict an ``<error
 from __future__ import annotations
 
 from addrsim.prove.verdict import Verdict
+from addrsim.report.causes import check_name, root_causes, smallest_check
+from addrsim.report.gate import fingerprint
 import io
 import json
 import os
@@ -189,9 +191,7 @@ def _cause_message(kernel: dict, r: dict) -> str:
 def _cause_result(kernel: dict, r: dict, rule_index: int, root, gate: Optional[dict]) -> dict:
     """One SARIF result for a root cause (:mod:`addrsim.report.causes`)."""
     where = r.get("where") or {}
-    sm = r.get("smallest") or {}
-    cex = next((c.get(Verdict.COUNTEREXAMPLE) or {} for c in kernel.get("checks", [])
-                if c.get("verdict") == Verdict.COUNTEREXAMPLE and _tag(c) == sm.get("check")), {})
+    cex = (smallest_check(kernel, r) or {}).get(Verdict.COUNTEREXAMPLE) or {}
     pc = where.get("pc") if where.get("pc") is not None else _pc(cex.get("access_pc"))
     line = where.get("line") or (cex.get("access_line") if where.get("pc") is None else None)
     level = {"reachable": "error", "host": "note"}.get(r["reach"], "warning")
@@ -223,19 +223,14 @@ def _gate_marks(res: dict, fps: List[str], gate: Optional[dict], kernel: dict) -
 
 
 def _fp(kernel: dict, check: dict) -> str:
-    from addrsim.report.gate import fingerprint
     return fingerprint(kernel, check)
-
-
-def _tag(c: dict) -> str:
-    return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
 
 
 def _undecided_result(kernel: dict, check: dict, rule_index: int, root, gate: Optional[dict]) -> dict:
     """One SARIF result for a check that ended unknown, unsupported or unreachable."""
     sym = kernel.get("kernel")
     res = {"ruleId": _rule_id("undecided"), "ruleIndex": rule_index, "level": "warning",
-           "message": {"text": f"Kernel {sym}: {_tag(check)} could not be decided ({check.get('verdict')}): "
+           "message": {"text": f"Kernel {sym}: {check_name(check)} could not be decided ({check.get('verdict')}): "
                                f"{_reason(check)}."},
            "locations": [_location(kernel, root, None, None)],
            "partialFingerprints": {"addrsimCheck/v1": _fp(kernel, check)},
@@ -275,7 +270,6 @@ def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike]
     result per finding gone since the baseline, and ``suppressions`` for accepted findings.
     ``root``: make the files under it relative URIs with ``uriBaseId`` ``SRCROOT``
     (§3.14.14), as GitHub code scanning wants."""
-    from addrsim.report.causes import root_causes
     rules: List[dict] = []
     index: Dict[str, int] = {}
     results: List[dict] = []

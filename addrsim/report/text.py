@@ -8,7 +8,7 @@ addrsim.report.causes.
 from __future__ import annotations
 
 from addrsim.prove.verdict import Cause, Verdict
-from addrsim.report.causes import root_causes, summary_line
+from addrsim.report.causes import check_name as _name, root_causes, smallest_check, summary_line, undecided_groups
 import sys
 
 
@@ -139,7 +139,7 @@ def _print_cause(r: dict, k: dict, n: int, out) -> None:
         mem = f"; {_size(sm['memory_bytes'])}" if sm.get("memory_bytes") else ""
         mark = "" if sm.get("minimal", True) else ", not proven minimal: the minimisation budget ran out"
         out.write(f"    smallest shape: {shape} ({sm['check']}{mark}{mem})\n")
-        c = next((c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and _name(c) == sm["check"]), None)
+        c = smallest_check(k, r)
         if c is not None:
             _print_cex_point(c, out, "      ")
             if r["kind"] == "formula" and c.get("extracted_shape"):
@@ -147,10 +147,6 @@ def _print_cause(r: dict, k: dict, n: int, out) -> None:
             _print_routing(c, out)
     if r.get("fix"):
         out.write(f"    fix: {r['fix']}\n")
-
-
-def _name(c: dict) -> str:
-    return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
 
 
 def _print_cex_point(c: dict, out, pad: str) -> None:
@@ -194,17 +190,14 @@ def _print_counterexample(c: dict, out) -> None:
 
 def _print_undecided(k: dict, out) -> None:
     """The reason of every unknown, unsupported and unreachable check; checks with the same
-    reason (up to its first ';') share one line that lists them."""
-    groups: dict = {}
-    for c in k["checks"]:
-        if c["verdict"] == Verdict.UNREACHABLE:
-            out.write(f"\n  {_name(c)}: unreachable: no shape of the domain reaches the access; excluded by:\n")
-            for a in c.get("excluded_by") or []:
+    reason share one line that lists them (:func:`addrsim.report.causes.undecided_groups`)."""
+    for (verdict, why), cs in undecided_groups(k).items():
+        if verdict == Verdict.UNREACHABLE:
+            out.write(f"\n  unreachable ({', '.join(_name(c) for c in cs)}): no shape of the domain reaches the "
+                      f"access; excluded by:\n")
+            for a in cs[0].get("excluded_by") or []:
                 out.write(f"      {a}\n")
-        elif c["verdict"] not in (Verdict.PROVED, Verdict.COUNTEREXAMPLE):
-            why = c.get("reason") or "no reason given"
-            groups.setdefault((c["verdict"], why.split("; ", 1)[0].split(" (obligation written")[0]), []).append(c)
-    for (verdict, why), cs in groups.items():
+            continue
         out.write(f"\n  {verdict} ({', '.join(_name(c) for c in cs)}): {why}\n")
         for c in cs:
             if c.get("smt2"):
