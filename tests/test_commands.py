@@ -1,6 +1,7 @@
 """Every CLI command in-process on the small example kernels (the fast tier's view of commands/):
 verify prints its table, explain its slice, scan its summary, diff its change, repro its
 script, and the LSE-rows plot is drawn."""
+import os
 import json
 
 import pytest
@@ -102,3 +103,20 @@ def test_diff_takes_the_host_options(kernels, capsys):
     code = main(["diff", str(kernels["lsed_bas_shortcut"]), str(kernels["lsed_abi_fix"]), "--model", MODEL, *BOUNDS,
                  "--buffer", "lse", "--layout", "sbhd", "--host", "no-such-host", "--json", "-"])
     assert code == 3 and "no-such-host" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("cmd", ["verify", "scan"])
+def test_html_needs_a_file_name(kernels, tmp_path, capsys, cmd):
+    files = ["--no-progress", str(kernels["lsed_abi_fix"])] if cmd == "scan" else [str(kernels["lsed_abi_fix"])]
+    for bad in ("-", ""):
+        code = main([cmd, *files, "--model", MODEL, *BOUNDS, "--buffer", "lse", "--layout", "bhsd", "--html", bad])
+        err = capsys.readouterr().err
+        assert code == 3 and "--html" in err and err.count("\n") == 1
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_scan_names_the_output_it_cannot_write(kernels, capsys):
+    code = main(["scan", "--no-progress", str(kernels["lsed_abi_fix"]), "--model", MODEL, *BOUNDS, "--buffer", "lse",
+                 "--layout", "bhsd", "--sarif", "/dev/full"])
+    err = capsys.readouterr().err
+    assert code == 3 and "/dev/full: cannot write" in err and "None" not in err

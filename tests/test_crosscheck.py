@@ -171,6 +171,9 @@ def test_repro_cli_writes_the_counterexample(tmp_path):
     assert p.returncode == 2 and "proved: no failing shape" in p.stderr and not p.stdout
     p = cli("repro", co, "--model", MODEL, "--buffer", "lse", "--layout", "nope")
     assert p.returncode == 3 and p.stderr.count("\n") == 1
+    if Path("/dev/full").exists():            # a write that fails: one line, exit 3
+        p = cli("repro", co, "--model", MODEL, *BOUNDS, "--buffer", "lse", "--layout", "sbhd", "-o", "/dev/full")
+        assert p.returncode == 3 and "/dev/full: cannot write" in p.stderr and "internal error" not in p.stderr
 
 
 def test_committed_gpu_results_follow_the_schema():
@@ -325,3 +328,21 @@ def test_repro_refuses_a_shape_past_device_memory_and_offers_the_smallest(corpus
     assert p.returncode == 3 and p.stderr.count("\n") == 1 and not p.stdout, p.stderr
     assert "more than the 192 GiB of a gfx942 device" in p.stderr
     assert "the smallest shape that reproduces the finding: batch=3,nhead_q=8" in p.stderr
+
+
+def test_repro_script_header_cannot_carry_code():
+    """A file name with a line break stays inside the script's comment."""
+    text = script("_ZN5aiter4kE", "inj/x\nprint('INJECTED')\n#.co", "lse", "bshd", README_CEX)
+    tree = ast.parse(text)
+    calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "print"
+             and any(isinstance(a, ast.Constant) and a.value == "INJECTED" for a in n.args)]
+    assert calls == [] and "inj/x\\nprint('INJECTED')\\n#.co" in text
+
+
+@pytest.mark.parametrize("shape", ["batch=1_0,nhead_q=1,seqlen_q=64,hdim_q=128",
+                                   "batch=\u0663,nhead_q=1,seqlen_q=64,hdim_q=128", "batch=2,nhead_q"])
+def test_repro_shape_takes_plain_decimal_sizes(shape):
+    from addrsim.commands.repro import _parse_shape
+    from addrsim.errors import InputError
+    with pytest.raises(InputError, match="expected NAME=V"):
+        _parse_shape(shape)

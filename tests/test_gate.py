@@ -11,6 +11,7 @@ nothing is stale; bad files are one line naming the file (InputError), never eva
 import copy
 import datetime
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -61,7 +62,9 @@ def test_fingerprint_names_the_check_not_the_path_pc_or_shape():
     b = _kernel([_cex("lse", "bhsd", pc=0x2b60)], file="/elsewhere/bwd_hd128_bf16_a16_rtne.co")
     b["checks"][0]["counterexample"]["shape"]["batch"] = 3
     assert fingerprint(a, a["checks"][0]) == fingerprint(b, b["checks"][0]) == \
-        "gfx942:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/bhsd:address:counterexample:overflow"
+        "gfx942/bwd_hd128_bf16_a16_rtne.co:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/bhsd:address:counterexample:overflow"
+    c = _kernel([_cex("lse", "bhsd")], file="/x/copy_of_it.co")    # another code object, the same symbol
+    assert fingerprint(c, c["checks"][0]) != fingerprint(a, a["checks"][0])
     assert fingerprint(a, _unknown("k", "bshd")).endswith(":k/bshd:bounds:unknown")
 
 
@@ -133,17 +136,55 @@ def test_an_expired_entry_accepts_nothing_and_is_reported(tmp_path):
     ("- kernel: '*'\n", "expected one key, accepted"),
     ("accepted: [\n", "not YAML"),
     ("accepted: !!python/object/apply:os.system ['true']\n", "not YAML"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    expires: 2026-13-40\n", "not YAML"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    expires: 2099-01-01 10:00:00\n", "expires must be a date"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    expires: 20990101\n", "expires must be a date"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    expires: 2099-W01-1\n", "expires must be a date"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    expires: " + "9" * 5000 + "\n", "not YAML"),
+    ("accepted: " + "[" * 50000 + "]" * 50000 + "\n", "not YAML"),
+    ("accepted:\n  - kernel: nomatch\n    kernel: '*'\n    reason: r\n", "given twice"),
+    ("accepted: []\naccepted: []\n", "given twice"),
+    ("a: &x [1, 2]\naccepted: *x\n", "aliases are not allowed"),
+    ("accepted:\n  - kernel: '*'\n    reason: r\n    expires: [&a [lol, lol], &b [*a, *a]]\n", "aliases"),
 ])
 def test_bad_accepted_files_are_one_line_naming_the_file(tmp_path, text, words):
     f = tmp_path / "acc.yaml"
     f.write_text(text)
     with pytest.raises(InputError) as e:
         load_accepted(str(f))
-    assert words in str(e.value) and str(f) in str(e.value)
+    assert words in str(e.value) and str(f) in str(e.value) and len(str(e.value)) < 400 and "\n" not in str(e.value)
+
+
+@pytest.mark.parametrize("data", [b"reason: caf\xe9\n", b"\xff\xfe" + "accepted: []".encode("utf-16-le")])
+def test_accepted_files_that_are_not_utf8_or_not_regular_are_refused(tmp_path, data):
+    f = tmp_path / "acc.yaml"
+    f.write_bytes(data)
+    with pytest.raises(InputError, match="not UTF-8"):
+        load_accepted(str(f))
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)                           # would block a reader forever
+    with pytest.raises(InputError, match="not a regular file"):
+        load_accepted(str(fifo))
+    with pytest.raises(InputError, match="not a regular file"):
+        load_baseline(str(fifo))
+
+
+def test_every_entry_that_matches_is_in_use_and_output_cannot_be_forged(tmp_path):
+    acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    reason: first\n  - kernel: '*'\n    reason: second\n"
+                              "  - kernel: \"none\\nFAKE LINE\"\n    reason: \"r\\x1b[31m\"\n")
+    k = _kernel([_cex("lse", "bhsd")])
+    g = gate([k], None, acc, TODAY)
+    assert k["checks"][0]["accepted"]["entry"] == 1 and [e["entry"] for e in g["stale"]] == [3]
+    text = "\n".join(gate_text(g))
+    assert "\nFAKE LINE" not in text and "\x1b" not in text and "none\\nFAKE LINE" in text
 
 
 @pytest.mark.parametrize("text,words", [("{", "not JSON"), ('{"tool": "other"}', "not an addrsim --json report"),
-                                        ("[1, 2]", "not an addrsim --json report")])
+                                        ("[1, 2]", "not an addrsim --json report"),
+                                        ('{"tool": "addrsim", "kernels": [{"checks": [{"buffer": "lse", '
+                                         '"layout": "sbhd", "verdict": 5}]}]}', "a known verdict"),
+                                        ('{"tool": "addrsim", "kernels": [{"checks": [{"buffer": null, '
+                                         '"layout": "sbhd", "verdict": "proved"}]}]}', "a string buffer")])
 def test_bad_baselines_are_one_line_naming_the_file(tmp_path, text, words):
     f = tmp_path / "old.json"
     f.write_text(text)
@@ -204,7 +245,7 @@ def test_scan_with_a_baseline_fails_only_on_what_is_new(real_kernel, tmp_path):
     p = run("--baseline", tmp_path / "old.json", "--sarif", tmp_path / "g.sarif")
     assert p.returncode == 1, p.stderr
     assert "gate: 1 failing (new and not accepted), 1 new, 1 unchanged, 0 gone" in p.stdout
-    assert "FAILING gfx942:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/sbhd:address:counterexample:formula" in p.stdout
+    assert "FAILING gfx942/bwd_hd128_bf16_a16_rtne.co:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/sbhd:address:counterexample:formula" in p.stdout
     assert "NEW since the baseline: lse/sbhd" in p.stdout
     states = {r["ruleId"]: r.get("baselineState") for r in json.loads((tmp_path / "g.sarif").read_text())
               ["runs"][0]["results"] if r["ruleId"] != "addrsim/host-cast"}

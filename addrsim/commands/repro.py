@@ -27,6 +27,7 @@ Nothing here has run on AMD hardware: the script is the user's to run.
 """
 from __future__ import annotations
 
+import re
 import sys
 from typing import Dict, Optional
 
@@ -200,6 +201,13 @@ def ref_mib(shape: Dict[str, int], block: int = BLOCK) -> float:
     return (4 * rows + 4 * 4 * min(block, sq) * min(block, sk)) / 2**20
 
 
+def _comment(text: str) -> str:
+    """``text`` safe inside a ``#`` comment of the script: line breaks and other control
+    characters escaped (a file name with a newline must not become a statement)."""
+    return "".join(ch if ch.isprintable() or ch == " " else ch.encode("unicode_escape").decode("ascii")
+                   for ch in str(text))
+
+
 def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, int], dtype: str = "bf16",
            atomic32: bool = True, coords=None, why: str = "", causal: bool = False,
            prediction: Optional[str] = "fail", memory_bytes: int = 0) -> str:
@@ -220,6 +228,7 @@ def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, in
     cmd = bench_command(shape, layout, dtype, atomic32, cvt)
     bench = (f"#   {cmd}\n" if cmd else
              "#   (aiter's benchmark_mha_bwd has no SBHD layout: -iperm/-operm are 1 = BHSD, 0 = BSHD)\n")
+    kernel, path, why = _comment(kernel), _comment(path), _comment(why)
     if not kernel.startswith("_ZN5aiter"):
         why += ("\n# NOTE: this kernel is not one of aiter's (its symbol is not in aiter's namespace): aiter's API "
                 "will not run it;\n# the script only shows the shape and layout to try.")
@@ -312,11 +321,15 @@ def run(args) -> int:
                      f"this shape and about {ref_mib(shape):.0f} MiB for its reference\n" if memory else
                      f"addrsim: the script's reference needs about {ref_mib(shape):.0f} MiB (the models give no "
                      f"tensor sizes for this family)\n")
-    if args.output:
-        with open(args.output, "w") as fh:
-            fh.write(text)
-    else:
-        sys.stdout.write(text)
+    try:
+        if args.output:
+            with open(args.output, "w") as fh:
+                fh.write(text)
+        else:
+            sys.stdout.write(text)
+    except OSError as e:
+        sys.stderr.write(f"addrsim: {args.output or 'stdout'}: cannot write ({e.strerror})\n")
+        return EXIT_BAD_INPUT
     return 0
 
 
@@ -354,6 +367,8 @@ def _parse_shape(text: str) -> Dict[str, int]:
     from addrsim.model.models import SHAPE_VARS
     try:
         pairs = [kv.split("=", 1) for kv in text.split(",")]
+        if not all(len(p) == 2 and re.fullmatch(r"[0-9]+", p[1].strip()) for p in pairs):
+            raise ValueError(text)
         shape = {k.strip(): int(v) for k, v in pairs}
     except ValueError:
         raise InputError("--shape", f"expected NAME=V,NAME=V,..., got {text!r}") from None

@@ -41,7 +41,7 @@ from addrsim.errors import AddrsimError
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
 from addrsim.report.causes import check_name, root_causes, smallest_check, summary_line, undecided_groups
-from addrsim.report.gate import gate, gate_status, gate_text, load_accepted, load_baseline
+from addrsim.report.gate import shown, gate, gate_status, gate_text, load_accepted, load_baseline
 
 SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's.  Tried
 SCAN_CHECK_MRU = 20.0   # 2026-12-03: verify's 10/60 decide K, V and dO SBHD of the README kernel
@@ -371,6 +371,11 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
     return out
 
 
+def _written(args) -> str:
+    """The output files of a scan, for an error whose file the OS did not name (/dev/full)."""
+    return ", ".join(p for p in (args.json, args.sarif, args.junit, args.html) if p and p != "-") or "stdout"
+
+
 def _marks(k: dict, rc: dict) -> List[str]:
     """The gate's marks of a root cause's checks: new against the baseline, accepted."""
     checks = [c for c in k["checks"] if c["verdict"] == Verdict.COUNTEREXAMPLE and check_name(c) in rc["checks"]]
@@ -379,7 +384,8 @@ def _marks(k: dict, rc: dict) -> List[str]:
     acc: Dict[str, List[str]] = {}
     for c in checks:
         if c.get("accepted"):
-            acc.setdefault(f"entry {c['accepted']['entry']}: {c['accepted']['reason']}", []).append(check_name(c))
+            acc.setdefault(f"entry {c['accepted']['entry']}: {shown(c['accepted']['reason'], 200)}", []).append(
+                check_name(c))
     out += [f"      accepted ({why}): {', '.join(tags)}" for why, tags in acc.items()]
     return out
 
@@ -433,8 +439,10 @@ def run(args) -> int:
     try:
         for flag in ("json", "sarif", "junit", "html"):      # before the work, not after it
             check_output(getattr(args, flag), f"--{flag}")
-        baseline = load_baseline(args.baseline) if args.baseline else None
-        accepted = load_accepted(args.accepted) if args.accepted else []
+        if args.html in ("", "-"):
+            raise InputError("--html", "the page is written to a file: give its name")
+        baseline = load_baseline(args.baseline) if args.baseline is not None else None
+        accepted = load_accepted(args.accepted) if args.accepted is not None else []
         files = list(args.model) + list(args.layouts)
         ms = load_models(files)
         for lay in layouts:
@@ -481,7 +489,7 @@ def run(args) -> int:
             with open(args.html, "w", encoding="utf-8") as fh:
                 fh.write(to_html(merged, "addrsim scan"))
     except OSError as e:
-        sys.stderr.write(f"addrsim: {e.filename}: cannot write ({e.strerror})\n")
+        sys.stderr.write(f"addrsim: {e.filename or _written(args)}: cannot write ({e.strerror})\n")
         return EXIT_BAD_INPUT
     for e in errors:
         sys.stderr.write(f"addrsim: {e}\n")

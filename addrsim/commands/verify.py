@@ -11,7 +11,7 @@ from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budge
                                      check_output, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
-from addrsim.errors import AddrsimError
+from addrsim.errors import AddrsimError, InputError
 from addrsim.model.models import load_models
 from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
 from addrsim.report.text import print_table
@@ -52,6 +52,8 @@ def run(args) -> int:
     try:
         check_output(args.json, "--json")
         check_output(args.html, "--html")
+        if args.html in ("", "-"):
+            raise InputError("--html", "the page is written to a file: give its name")
         models = load_models(list(args.model) + list(args.layouts))
         cache = query_store(args)
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,

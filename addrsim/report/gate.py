@@ -6,11 +6,11 @@ read the JSON form of the reports (README.md) and mark it; ``scan --baseline`` a
 addrsim.prove.verdict and addrsim.errors.
 
 A **finding** is a check that did not prove, named by its fingerprint
-``arch:kernel symbol:buffer/layout:property:verdict[:cause]`` (no file path, no instruction
-address, no shape: it stays the same when the wheel moves, a patch shifts the code, or the
-minimisation finds another shape).  Against a baseline (an earlier ``--json`` report) each
+``arch/file name:kernel symbol:buffer/layout:property:verdict[:cause]`` (the code object's
+name without its folder, no instruction address, no shape: it stays the same when the wheel
+moves, a patch shifts the code, or the minimisation finds another shape).  Against a baseline (an earlier ``--json`` report) each
 finding is ``new`` or ``unchanged``, and the baseline's findings that are not found again are
-``gone``.  An accepted-findings file (YAML, read with ``yaml.safe_load``, never evaluated)
+``gone``.  An accepted-findings file (YAML, read with YAML's safe subset, no aliases, never evaluated)
 lists entries::
 
     accepted:
@@ -29,6 +29,7 @@ from __future__ import annotations
 import datetime as _dt
 import fnmatch
 import json
+import re
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -41,8 +42,8 @@ MATCH_KEYS = ("buffer", "layout", "property", "cause")
 
 def fingerprint(kernel: dict, check: dict) -> str:
     """The finding's name (module docstring): stable across paths, code moves and shapes."""
-    fp = (f"{kernel.get('arch')}:{kernel.get('kernel')}:{check['buffer']}/{check['layout']}:"
-          f"{check.get('property', 'address')}:{check['verdict']}")
+    fp = (f"{kernel.get('arch')}/{Path(str(kernel.get('file', ''))).name}:{kernel.get('kernel')}:"
+          f"{check['buffer']}/{check['layout']}:{check.get('property', 'address')}:{check['verdict']}")
     return fp + (f":{check.get('cause') or 'unclassified'}" if check["verdict"] == Verdict.COUNTEREXAMPLE else "")
 
 
@@ -56,17 +57,44 @@ def load_baseline(path: str) -> Dict[str, str]:
     """Fingerprint -> verdict of the findings of an earlier ``--json`` report (of ``scan`` or
     ``verify``).  Raises InputError naming the file when it is not one."""
     try:
-        data = json.loads(Path(path).read_text())
+        data = json.loads(_read(path, "baseline"))
     except OSError as e:
         raise InputError(path, f"cannot read the baseline ({e.strerror})") from None
     except (ValueError, RecursionError) as e:
         raise InputError(path, f"the baseline is not JSON ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict) or data.get("tool") != "addrsim" or not isinstance(data.get("kernels"), list):
         raise InputError(path, "the baseline is not an addrsim --json report (no \"tool\": \"addrsim\" with kernels)")
+    for k in data["kernels"]:
+        checks = k.get("checks") if isinstance(k, dict) else None
+        if not isinstance(checks, list) or not all(_check_ok(c) for c in checks):
+            raise InputError(path, "the baseline is not an addrsim --json report (a kernel without a list of checks "
+                                   "with a string buffer and layout and a known verdict)")
+    return {fp: c["verdict"] for fp, (_, c) in findings(data["kernels"]).items()}
+
+
+def _check_ok(c) -> bool:
+    verdicts = {str(v) for v in Verdict}
+    return (isinstance(c, dict) and c.get("verdict") in verdicts and isinstance(c.get("buffer"), str)
+            and isinstance(c.get("layout"), str) and isinstance(c.get("property", "address"), str)
+            and isinstance(c.get("cause") or "", str))
+
+
+MAX_BYTES = 64 << 20
+"""The largest baseline or accepted-findings file read (bytes)."""
+
+
+def _read(path: str, what: str) -> str:
+    """The text of ``path``: a regular file of at most MAX_BYTES, UTF-8.  Raises InputError
+    (a FIFO would block, /dev/zero never ends)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError(path, f"cannot read the {what}: not a regular file")
+    if p.stat().st_size > MAX_BYTES:
+        raise InputError(path, f"cannot read the {what}: larger than {MAX_BYTES >> 20} MiB")
     try:
-        return {fp: c["verdict"] for fp, (_, c) in findings(data["kernels"]).items()}
-    except (KeyError, TypeError, AttributeError) as e:
-        raise InputError(path, f"the baseline is not an addrsim --json report (a check lacks {e})") from None
+        return p.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InputError(path, f"cannot read the {what}: not UTF-8 text") from None
 
 
 def load_accepted(path: str) -> List[dict]:
@@ -76,14 +104,33 @@ def load_accepted(path: str) -> List[dict]:
     unknown key or a date that is not YYYY-MM-DD."""
     import yaml
     try:
-        data = yaml.safe_load(Path(path).read_text())
+        data = yaml.load(_read(path, "accepted findings"), Loader=_strict_loader())
     except OSError as e:
         raise InputError(path, f"cannot read the accepted findings ({e.strerror})") from None
-    except yaml.YAMLError as e:
-        raise InputError(path, f"not YAML ({' '.join(str(e).split())[:200]})") from None
+    except (yaml.YAMLError, ValueError, TypeError, RecursionError, MemoryError) as e:
+        raise InputError(path, f"not YAML this file may hold ({' '.join(str(e).split())[:200]})") from None
     if not isinstance(data, dict) or set(data) != {"accepted"} or not isinstance(data["accepted"], list):
         raise InputError(path, "expected one key, accepted: a list of entries")
     return [_entry(path, i, e) for i, e in enumerate(data["accepted"], 1)]
+
+
+def _strict_loader():
+    """yaml.SafeLoader without aliases (no alias bombs) and with duplicate keys refused."""
+    import yaml
+
+    class Loader(yaml.SafeLoader):
+        def compose_node(self, parent, index):
+            if self.check_event(yaml.AliasEvent):
+                raise yaml.YAMLError("anchors and aliases are not allowed here")
+            return super().compose_node(parent, index)
+
+        def construct_mapping(self, node, deep=False):
+            keys = [self.construct_object(k, deep=True) for k, _ in node.value]
+            dup = next((k for i, k in enumerate(keys) if isinstance(k, str) and k in keys[:i]), None)
+            if dup is not None:
+                raise yaml.YAMLError(f"key {dup!r} given twice")
+            return super().construct_mapping(node, deep)
+    return Loader
 
 
 def _entry(path: str, i: int, e) -> dict:
@@ -92,7 +139,7 @@ def _entry(path: str, i: int, e) -> dict:
         raise InputError(path, f"{where}: not a mapping")
     unknown = sorted(set(map(str, e)) - ENTRY_KEYS)
     if unknown:
-        raise InputError(path, f"{where}: unknown key {unknown[0]!r} (keys: {', '.join(sorted(ENTRY_KEYS))})")
+        raise InputError(path, f"{where}: unknown key {shown(repr(unknown[0]))} (keys: {', '.join(sorted(ENTRY_KEYS))})")
     for k in ("kernel", "reason"):
         if not isinstance(e.get(k), str) or not e[k].strip():
             raise InputError(path, f"{where}: {k} is required (a non-empty string)")
@@ -100,11 +147,14 @@ def _entry(path: str, i: int, e) -> dict:
         if e.get(k) is not None and not isinstance(e[k], str):
             raise InputError(path, f"{where}: {k} must be a string (a glob)")
     exp = e.get("expires")
-    if exp is not None and not isinstance(exp, _dt.date):
+    if exp is not None and not (type(exp) is _dt.date):
+        text = exp if isinstance(exp, str) else ""
         try:
-            exp = _dt.date.fromisoformat(str(exp))
+            if not re.fullmatch(r"[0-9]{4}-[0-9]{2}-[0-9]{2}", text):
+                raise ValueError(text)
+            exp = _dt.date.fromisoformat(text)
         except ValueError:
-            raise InputError(path, f"{where}: expires must be a date YYYY-MM-DD, got {exp!r}") from None
+            raise InputError(path, f"{where}: expires must be a date YYYY-MM-DD, got {shown(exp)}") from None
     out = {k: e.get(k) for k in ENTRY_KEYS}
     out.update(expires=exp, index=i)
     return out
@@ -136,12 +186,12 @@ def gate(kernels: List[dict], baseline: Optional[Dict[str, str]], accepted: List
             c["baseline"] = "unchanged" if fp in baseline else "new"
             out[c["baseline"]].append(fp)
         for e in accepted:
-            if _matches(e, k, c):
-                used.add(e["index"])
-                if e["expires"] is None or e["expires"] >= today:
-                    c["accepted"] = {"reason": e["reason"], "entry": e["index"]}
-                    out["accepted"].append(fp)
-                    break
+            if not _matches(e, k, c):
+                continue
+            used.add(e["index"])              # every entry that matches is in use, the first one applies
+            if "accepted" not in c and (e["expires"] is None or e["expires"] >= today):
+                c["accepted"] = {"reason": e["reason"], "entry": e["index"]}
+                out["accepted"].append(fp)
         if "accepted" not in c and c.get("baseline", "new") == "new":
             out["failing"].append(fp)
     if baseline is not None:
@@ -178,6 +228,13 @@ def cause_state(cause: dict, summary: dict) -> Tuple[Optional[str], List[str]]:
     return state, [fp for fp in fps if fp in set(summary.get("accepted") or [])]
 
 
+def shown(value, limit: int = 80) -> str:
+    """``value`` for one line of output: control characters escaped, at most ``limit``
+    characters (a reason or glob from the accepted file cannot forge lines)."""
+    text = str(value).encode("unicode_escape").decode("ascii")
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
 def gate_text(summary: dict) -> List[str]:
     """The text lines of the gate: counts, then every failing, gone, stale and expired item."""
     n = {k: len(v) for k, v in summary.items() if isinstance(v, list)}
@@ -186,8 +243,8 @@ def gate_text(summary: dict) -> List[str]:
                  f"accepted entries"]
     lines += [f"  FAILING {fp}" for fp in summary["failing"]]
     lines += [f"  gone {fp}" for fp in summary["gone"]]
-    lines += [f"  stale accepted entry {e['entry']} ({e['kernel']}): matches no finding; reason was: {e['reason']}"
-              for e in summary["stale"]]
-    lines += [f"  expired accepted entry {e['entry']} ({e['kernel']}, expired {e['expires']}): its findings count "
-              f"again" for e in summary["expired"]]
+    lines += [f"  stale accepted entry {e['entry']} ({shown(e['kernel'])}): matches no finding; reason was: "
+              f"{shown(e['reason'], 200)}" for e in summary["stale"]]
+    lines += [f"  expired accepted entry {e['entry']} ({shown(e['kernel'])}, expired {e['expires']}): its findings "
+              f"count again" for e in summary["expired"]]
     return lines
