@@ -41,7 +41,7 @@ from addrsim.errors import AddrsimError
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
 from addrsim.report.causes import check_name, root_causes, smallest_check, summary_line, undecided_groups
-from addrsim.report.gate import shown, gate, gate_status, gate_text, load_accepted, load_baseline
+from addrsim.report.gate import kernel_label, shown, gate, gate_status, gate_text, load_accepted, load_baseline
 
 SCAN_QUERY_MRU = 3.0    # a CI gate over hundreds of kernels: smaller budgets than verify's.  Tried
 SCAN_CHECK_MRU = 20.0   # 2026-12-03: verify's 10/60 decide K, V and dO SBHD of the README kernel
@@ -311,7 +311,7 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
             cells = []
             for b, v in by_buf.items():
                 cells.append(f"{b}:" + "/".join(MARK.get(v.get(l, ""), "-") for l in layouts))
-            name = f"{k['arch']}/{Path(k['file']).name}"
+            name = kernel_label(k)
             lines.append(f"{name:60s} {' '.join(cells)}")
     out = [f"verdicts per buffer, layouts {'/'.join(layouts)}  (ok proved, CEX counterexample, ? unknown, "
            f"unsup unsupported, unr unreachable)"]
@@ -350,7 +350,7 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
     undecided = {key: [check_name(c) for c in cs] for key, cs in undecided_groups(k).items()}
     if not causes and not undecided:
         return []
-    name = f"{k['arch']}/{Path(k['file']).name}"
+    name = kernel_label(k)
     out = ["", f"{name}: {k.get('summary') or summary_line(k)}"]
     for rc in causes:
         sm = rc["smallest"]

@@ -200,17 +200,30 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["title"] = f"counterexample of undecided cause ({', '.join(r['checks'])})"
 
 
+def read_formula(text: str, names=SAFE_NAMES):
+    """The sympy expression of ``text`` (a formula of the reports, sympy's own printing), or
+    None when it holds characters outside a formula's or a name outside ``names`` and
+    floor/Mod/ceiling: sympy's parser evaluates, so nothing else is ever given to it."""
+    if not text or len(text) > 4000 or not re.fullmatch(r"[A-Za-z0-9_ +\-*/().,]*", text):
+        return None
+    if not set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text)) <= set(names) | {"floor", "Mod", "ceiling"}:
+        return None
+    try:
+        import sympy
+        return sympy.sympify(text)
+    except Exception:   # display only
+        return None
+
+
 def _factored(text: str) -> str:
     """``text`` (sympy's printing of an integer expression) factored, for display; the text
-    itself when sympy cannot read it (floors of bit operations, long formulas)."""
-    if not text or len(text) > 400 or not re.fullmatch(r"[A-Za-z0-9_ +\-*/()]*", text):
-        return text
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
-    if not words <= SAFE_NAMES:        # sympify evaluates: only names of the report's own formulas
+    itself when :func:`read_formula` does not read it (floors of bit operations, long formulas)."""
+    e = read_formula(text) if len(text or "") <= 400 else None
+    if e is None:
         return text
     try:
         import sympy
-        return str(sympy.factor(sympy.sympify(text)))
+        return str(sympy.factor(e))
     except Exception:   # display only
         return text
 

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from addrsim.prove.verdict import Verdict
 from addrsim.report.causes import check_name, root_causes, smallest_check
-from addrsim.report.gate import fingerprint
+from addrsim.report.gate import cause_state, fingerprint
 import io
 import json
 import os
@@ -209,21 +209,17 @@ def _cause_result(kernel: dict, r: dict, rule_index: int, root, gate: Optional[d
 
 
 def _gate_marks(res: dict, fps: List[str], gate: Optional[dict], kernel: dict) -> None:
-    """baselineState (§3.27.24) and suppressions (§3.27.23, accepted findings) of a result."""
+    """baselineState (§3.27.24) and suppressions (§3.27.23, accepted findings) of a result
+    whose findings are ``fps`` (:func:`addrsim.report.gate.cause_state`)."""
     if not gate:
         return
-    new = set(gate.get("new") or [])
-    if gate.get("baseline") and fps:
-        n = sum(1 for fp in fps if fp in new)
-        res["baselineState"] = "new" if n == len(fps) else "unchanged" if n == 0 else "updated"
-    acc = [c["accepted"] for c in kernel.get("checks", []) if c.get("accepted") and _fp(kernel, c) in fps]
-    if fps and len(acc) == len(fps):
-        res["suppressions"] = [{"kind": "external", "status": "accepted",
-                                "justification": "; ".join(sorted({a["reason"] for a in acc}))}]
-
-
-def _fp(kernel: dict, check: dict) -> str:
-    return fingerprint(kernel, check)
+    state, accepted = cause_state({"findings": fps}, gate)
+    if state is not None and fps:
+        res["baselineState"] = state
+    if fps and len(accepted) == len(fps):
+        reasons = {c["accepted"]["reason"] for c in kernel.get("checks", [])
+                   if c.get("accepted") and fingerprint(kernel, c) in fps}
+        res["suppressions"] = [{"kind": "external", "status": "accepted", "justification": "; ".join(sorted(reasons))}]
 
 
 def _undecided_result(kernel: dict, check: dict, rule_index: int, root, gate: Optional[dict]) -> dict:
@@ -233,11 +229,11 @@ def _undecided_result(kernel: dict, check: dict, rule_index: int, root, gate: Op
            "message": {"text": f"Kernel {sym}: {check_name(check)} could not be decided ({check.get('verdict')}): "
                                f"{_reason(check)}."},
            "locations": [_location(kernel, root, None, None)],
-           "partialFingerprints": {"addrsimCheck/v1": _fp(kernel, check)},
+           "partialFingerprints": {"addrsimCheck/v1": fingerprint(kernel, check)},
            "properties": {"arch": kernel.get("arch"), "kernel": sym, "buffer": check.get("buffer"),
                           "layout": check.get("layout"), "property": check.get("property", "address"),
                           "verdict": check.get("verdict"), "reason": _reason(check)}}
-    _gate_marks(res, [_fp(kernel, check)], gate, kernel)
+    _gate_marks(res, [fingerprint(kernel, check)], gate, kernel)
     return res
 
 

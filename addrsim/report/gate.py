@@ -40,9 +40,14 @@ ENTRY_KEYS = {"kernel", "buffer", "layout", "property", "cause", "reason", "expi
 MATCH_KEYS = ("buffer", "layout", "property", "cause")
 
 
+def kernel_label(kernel: dict) -> str:
+    """``arch/file name`` of a kernel's code object (no folder): how reports name it."""
+    return f"{kernel.get('arch')}/{Path(str(kernel.get('file', ''))).name}"
+
+
 def fingerprint(kernel: dict, check: dict) -> str:
     """The finding's name (module docstring): stable across paths, code moves and shapes."""
-    fp = (f"{kernel.get('arch')}/{Path(str(kernel.get('file', ''))).name}:{kernel.get('kernel')}:"
+    fp = (f"{kernel_label(kernel)}:{kernel.get('kernel')}:"
           f"{check['buffer']}/{check['layout']}:{check.get('property', 'address')}:{check['verdict']}")
     return fp + (f":{check.get('cause') or 'unclassified'}" if check["verdict"] == Verdict.COUNTEREXAMPLE else "")
 
@@ -161,7 +166,7 @@ def _entry(path: str, i: int, e) -> dict:
 
 
 def _matches(entry: dict, kernel: dict, check: dict) -> bool:
-    names = (f"{kernel.get('arch')}/{Path(str(kernel.get('file', ''))).name}", str(kernel.get("kernel")))
+    names = (kernel_label(kernel), str(kernel.get("kernel")))
     if not any(fnmatch.fnmatchcase(n, entry["kernel"]) for n in names):
         return False
     values = {"buffer": check["buffer"], "layout": check["layout"], "property": check.get("property", "address"),

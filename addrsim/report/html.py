@@ -9,7 +9,7 @@ family's ``memory`` formula and limit); and the LSE rows each (batch_id, head_id
 each layout (the extracted offset in shape variables, ``extracted_shape``) over the rows it
 should read.  Formulas are read by sympy only when every name in them is a shape variable,
 grid id, lane or floor/Mod/ceiling (:func:`_reader`): the page never evaluates other text.
-May import addrsim.report.causes.
+May import addrsim.report.causes and addrsim.report.gate.
 """
 from __future__ import annotations
 
@@ -18,7 +18,8 @@ import math
 import re
 from typing import Callable, Dict, List, Optional
 
-from addrsim.report.causes import SAFE_NAMES, root_causes, summary_line
+from addrsim.report.causes import SAFE_NAMES, read_formula, root_causes, summary_line
+from addrsim.report.gate import kernel_label
 
 COLOURS = {"proved": "#4caf50", "counterexample": "#e53935", "latent": "#fb8c00", "unknown": "#fdd835",
            "unsupported": "#9e9e9e", "unreachable": "#90caf9"}
@@ -37,18 +38,14 @@ def _e(text) -> str:
 
 def _reader(text: str, names) -> Optional[Callable[..., float]]:
     """A function of ``names`` (keyword arguments) that evaluates the formula ``text``, or
-    None when it holds a name outside NAMES or characters outside a formula's (never
-    evaluated then)."""
-    if not text or not re.fullmatch(r"[A-Za-z0-9_ +\-*/().,]*", text):
-        return None
-    words = set(re.findall(r"[A-Za-z_][A-Za-z0-9_]*", text))
-    if not words <= NAMES or not words <= set(names) | {"floor", "Mod", "ceiling"}:
+    None when :func:`addrsim.report.causes.read_formula` does not read it over ``names``
+    (never evaluated then)."""
+    expr = read_formula(text, set(names) & NAMES)
+    if expr is None:
         return None
     try:
         import sympy
-        expr = sympy.sympify(text)
-        syms = [sympy.Symbol(n) for n in names]
-        f = sympy.lambdify(syms, expr, "math")
+        f = sympy.lambdify([sympy.Symbol(n) for n in names], expr, "math")
         return lambda **kw: float(f(*[kw.get(n, 0) for n in names]))
     except Exception:   # display only
         return None
@@ -73,7 +70,7 @@ def _matrix(kernels: List[dict]) -> str:
             for lay in lays:
                 c = got.get((p, b, lay))
                 cells.append(_cell(c))
-        rows.append(f"<tr><td class='k'>{_e(k['arch'])}/{_e(k['file'].rsplit('/', 1)[-1])}</td>{''.join(cells)}</tr>")
+        rows.append(f"<tr><td class='k'>{_e(kernel_label(k))}</td>{''.join(cells)}</tr>")
     legend = "".join(f"<span style='background:{v}'>{_e(k)}</span>" for k, v in COLOURS.items())
     return (f"<p class='legend'>{legend}</p><table id='matrix'><tr><th rowspan='2'>kernel</th>{head1}</tr>"
             f"<tr>{head2}</tr>{''.join(rows)}</table>")
@@ -186,7 +183,7 @@ def _cause_html(r: dict, memory: Optional[dict]) -> str:
 def _kernel_html(k: dict) -> str:
     """A kernel's section: summary line, root causes, the LSE rows per layout."""
     causes = k.get("root_causes") or root_causes(k)
-    out = [f"<h2>{_e(k['arch'])}/{_e(k['file'].rsplit('/', 1)[-1])}</h2>",
+    out = [f"<h2>{_e(kernel_label(k))}</h2>",
            f"<p class='mono'>{_e(k['kernel'])}; host {_e(k.get('host') or 'none')}</p>",
            f"<p>summary: {_e(k.get('summary') or summary_line(k, causes))}</p>"]
     out += [_cause_html(r, k.get("memory")) for r in causes]
