@@ -9,12 +9,13 @@ summary line, and checks left undecided for the same reason share one line.
 """
 import io
 
+import pytest
 import sympy
 
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Sym
-from addrsim.prove.wraps import GQA_EXACT, _formula, last_workgroup
-from addrsim.report.causes import root_causes, summary_line
+from addrsim.prove.wraps import GQA_EXACT, _formula, last_workgroup, wrap_sites
+from addrsim.report.causes import formula_boundary, root_causes, summary_line
 from addrsim.report.text import print_table
 
 SHAPE = {"batch": 2, "nhead_q": 9, "nhead_k": 1, "seqlen_q": 986944, "seqlen_k": 986944, "hdim_q": 128,
@@ -176,6 +177,35 @@ def test_shape_boundary_is_exact_at_sample_points():
         assert bool(holds) == (value >= 1 << 32), (batch, nh)
 
 
+def test_a_signed_24_bit_operand_past_2_23_is_the_wrap_site_with_its_boundary():
+    """v_mul_i32_i24 reads bits 23:0 of the SBHD row stride Seqs as signed (the README kernel's
+    dQ SBHD offset at 0x2c5c): Seqs = 256*batch*nhead_q reads negative from 2**23 on, so the
+    wrap is the operand's, at batch*nhead_q >= 2**15, and the site names the instruction."""
+    seqs = Sym("Seqs", 32, "arg")
+    lane = Sym("tid_x", 32, "lane")
+    half = X.lshr(X.and_(lane, Const(63, 32)), Const(5, 32))
+    op = X.sext(X.extract(seqs, 23, 0), 32)
+    row = X.mul(op, X.sext(X.extract(half, 23, 0), 32))
+    address = X.add(X.zext(Sym("dQ", 64, "ptr"), 64), X.zext(X.shl(row, Const(2, 32)), 64))
+    contract = {"Seqs": X.extract(X.mul(X.mul(_shape("batch"), _shape("nhead_q")), Const(256, 64)), 31, 0)}
+    origin = {id(row): (row, 0x2c5c, "v_mul_i32_i24_e32 v6, s70, v28")}
+    env = {"batch": 129, "nhead_q": 255, "tid_x": 32, "dQ": 1 << 40}
+    [site] = [w for w in wrap_sites(address, contract, env, origin, last_workgroup({}, "tid_x")) if w.matters]
+    assert (site.pc, site.width, site.signed) == (0x2c5c, 24, True)
+    assert site.boundary == "batch*nhead_q >= 2**15"
+    assert "does not fit in 24 bits as a signed operand" in site.describe()
+    below = dict(env, batch=128)          # 256*128*255 < 2**23: no wrap
+    assert not [w for w in wrap_sites(address, contract, below, origin) if w.matters]
+
+
+def test_a_32_bit_difference_that_borrows_is_a_wrap_site_below_zero():
+    a, b = Sym("a", 32, "arg"), Sym("b", 32, "arg")
+    d = X.sub(a, b)
+    address = X.add(X.zext(Sym("P", 64, "ptr"), 64), X.zext(d, 64))
+    [site] = wrap_sites(address, {}, {"a": 1, "b": 2, "P": 0}, {id(d): (d, 0x10, "s_sub_u32 s0, s1, s2")})
+    assert site.pc == 0x10 and site.exact == -1 and site.boundary == "a - b < 0"
+
+
 # ---------------------------------------------------------------------------- readable formulas
 
 def test_long_formulas_fold_at_whole_terms_with_their_length():
@@ -217,3 +247,43 @@ def test_json_gives_the_offset_in_shape_variables():
     c.shape_offset_sym = 256 * b * n + 256 * h
     assert check_json(c)["extracted_shape"] == "256*(batch_id*nhead_q + head_id)"
     assert "extracted_shape" not in check_json(Check("q", "sbhd", Verdict.PROVED))
+
+
+GRID = {"batch_id": "batch", "head_id": "nhead_q", "tid_x": "256"}
+
+
+def _grid_domain():
+    return {"assumptions": [{"layer": "grid", "text": f"{i} < {u}", "source": "model"} for i, u in GRID.items()]}
+
+
+def test_a_wrong_formula_has_its_boundary_in_shape_variables_only():
+    c = _cex("lse", "sbhd", cause="formula", difference="-4*batch_id*nhead_q*seqlen_q + 4*batch_id*nhead_q")
+    c["domain"] = _grid_domain()
+    [r] = root_causes(_kernel([c]))
+    assert r["boundary"] == {"sbhd": "batch >= 2 and seqlen_q >= 2"}
+
+
+@pytest.mark.parametrize("diff", ["-4*batch_id*nhead_q*seqlen_q + 4*batch_id*nhead_q", "4*head_id*(seqlen_q - 3)**2",
+                                  "4*batch_id", "8*tid_x*(nhead_q - 2)*batch_id", "nhead_q*seqlen_q - 4"])
+def test_formula_boundary_holds_exactly_where_some_workgroup_differs(diff):
+    """Defining property, by brute force over small shapes: the boundary holds iff some
+    (batch_id, head_id, lane) of the shape has a nonzero difference."""
+    import itertools
+    import sympy
+    text = formula_boundary(diff, GRID)
+    e = sympy.sympify(diff)
+    for batch, nhead_q, seqlen_q in itertools.product(range(1, 4), range(1, 4), range(1, 5)):
+        shape = {"batch": batch, "nhead_q": nhead_q, "seqlen_q": seqlen_q}
+        some = any(e.subs(dict(shape, batch_id=b, head_id=h, tid_x=t)) != 0
+                   for b in range(batch) for h in range(nhead_q) for t in (0, 1, 255))
+        holds = text == "every shape" or all(
+            sympy.sympify(part.replace("!=", "-").replace(">=", "-")).subs(shape) != 0 if "!=" in part
+            else sympy.sympify(part.split(">=")[0]).subs(shape) >= int(part.split(">=")[1])
+            for part in text.split(" and "))
+        assert holds == some, (diff, text, shape)
+
+
+def test_formula_boundary_claims_nothing_where_ids_mix_with_shapes():
+    assert formula_boundary("4*(batch_id + head_id)", GRID) is None
+    assert formula_boundary("4*batch_id*nhead_q - 4*batch_id + P", GRID) is None
+    assert formula_boundary("4*kv_tile", GRID) is None          # no range for kv_tile

@@ -33,6 +33,7 @@ class WrapSite:
     formula: str = ""
     boundary: str = ""
     shape_boundary: str = ""  # the boundary in shape variables only (lane 0 of the last workgroup)
+    signed: bool = False      # a signed operand (``v_mul_i32_i24`` reads 24 bits as signed): wraps at 2**(width-1)
 
     def describe(self) -> str:
         where = (f"the host's u32 cast of kernel argument {self.name}" if self.kind == "argument"
@@ -40,7 +41,8 @@ class WrapSite:
                  else f"a {self.width}-bit operation built outside any one instruction (a merged path or a "
                       f"replaced division idiom)")
         s = "" if self.matters else "(does not change the address here) "
-        s += f"{where}: exact value {self.exact} does not fit in {self.width} bits (machine value {self.machine})"
+        s += (f"{where}: exact value {self.exact} does not fit in {self.width} bits"
+              f"{' as a signed operand' if self.signed else ''} (machine value {self.machine})")
         if self.boundary:
             s += f"; wraps when {self.boundary}"
         return s
@@ -92,18 +94,21 @@ def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
     except KeyError:
         return sites
     for n in X.walk(address):
-        if not isinstance(n, Op) or id(n) in keep or n.op not in ("add", "sub", "mul", "shl", "extract"):
+        if not isinstance(n, Op) or id(n) in keep or n.op not in SITE_OPS:
             continue
         mv, iv = m_memo.get(id(n)), i_memo.get(id(n))
-        if mv is None or iv is None or mv == iv or iv < (1 << n.width):
+        if mv is None or iv is None or mv == iv or _fits(n, iv):
             continue
         if any(m_memo.get(id(a)) != i_memo.get(id(a)) for a in n.args if not isinstance(a, Const)):
             continue   # an operand already wrapped: not where the wrap starts
         pc, text = owner.get(id(n), (None, ""))
-        sub = X.substitute(n, {k: v for k, v in arg_exprs.items() if k in X.symbols(n)})
+        signed = n.op == "sext"
+        value = n.args[0] if signed else n      # a sign extension wraps its operand
+        width = value.width
+        sub = X.substitute(value, {k: v for k, v in arg_exprs.items() if k in X.symbols(value)})
         site_keys.append(("node", id(n)))
-        sites.append(WrapSite("instruction", n.width, mv, iv, pc=pc, text=text,
-                              **_formula(sub, n.width, last)))
+        sites.append(WrapSite("instruction", width, mv, iv, pc=pc, text=text, signed=signed,
+                              **_formula(sub, width - signed, last, negative=iv < 0)))
     try:
         exact_addr = i_memo[id(address)]
         for site, key in zip(sites, site_keys):
@@ -118,6 +123,22 @@ def wrap_sites(address: Expr, arg_exprs: Dict[str, Expr], env: Dict[str, int],
     order = sorted(range(len(sites)), key=lambda i: (not sites[i].matters, sites[i].kind != "argument",
                                                      sites[i].pc if sites[i].pc is not None else 1 << 62))
     return [sites[i] for i in order]
+
+
+SITE_OPS = ("add", "sub", "mul", "shl", "extract", "sext")
+"""The operations a wrap can start at: 32-bit sums, differences, products, shifts, truncations,
+and sign extensions of an operand read as signed (``v_mul_i32_i24``/``v_mad_i32_i24`` read
+bits 23:0 of each operand as a signed 24-bit value: ``addrsim/isa/alu.py`` ``_i24``, as LLVM's
+AMDGPU backend selects it for ``ashr(shl(x, 8), 8)`` operands, ``test/CodeGen/AMDGPU/mul_int24.ll``)."""
+
+
+def _fits(n: Op, exact: int) -> bool:
+    """Does the exact value of ``n`` fit where the machine keeps it: ``[0, 2**width)``, or for
+    a sign extension the signed range of its operand's width?"""
+    if n.op == "sext":
+        half = 1 << (n.args[0].width - 1)
+        return -half <= exact < half
+    return 0 <= exact < (1 << n.width)
 
 
 def _owners(root: Expr, origin: Dict[int, tuple]) -> Dict[int, Tuple[int, str]]:
@@ -138,7 +159,7 @@ def _owners(root: Expr, origin: Dict[int, tuple]) -> Dict[int, Tuple[int, str]]:
     return out
 
 
-def _formula(e: Expr, width: int, last: Optional[Dict[str, Expr]] = None) -> dict:
+def _formula(e: Expr, width: int, last: Optional[Dict[str, Expr]] = None, negative: bool = False) -> dict:
     """The exact value of ``e`` as sympy text (``formula``), the boundary ``value >= 2**width``
     with the constant factor divided out ("nhead_q*seqlen_q >= 2**24", ``boundary``), and,
     given ``last`` (grid id or lane name -> its value at the last workgroup, lane 0: see
@@ -146,15 +167,16 @@ def _formula(e: Expr, width: int, last: Optional[Dict[str, Expr]] = None) -> dic
     The shape boundary is given only when the value does not decrease as a grid id grows
     (every term of the expanded value has a positive coefficient): it is then exactly the
     shapes at which lane 0 of some workgroup wraps here.  Display only: {} when sympy cannot
-    read ``e`` or it has more than 400 nodes."""
+    read ``e`` or it has more than 400 nodes.  ``negative``: the exact value is below 0 here
+    (a difference that borrows): the boundary is ``value < 0``, with no shape boundary."""
     try:
         import sympy
         from addrsim.backends.sympy_text import to_sympy
         if sum(1 for _ in X.walk(e)) > 400:
             return {}
         f = sympy.factor_terms(sympy.expand(to_sympy(e)))
-        out = {"formula": str(f), "boundary": _boundary(f, width)}
-        if last:
+        out = {"formula": str(f), "boundary": f"{f} < 0" if negative else _boundary(f, width)}
+        if last and not negative:
             at = {sympy.Symbol(k, integer=True, nonnegative=True): to_sympy(v) for k, v in last.items()
                   if k != GQA_EXACT}
             terms = sympy.Add.make_args(sympy.expand(f))

@@ -172,7 +172,8 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         w = site or {}
         if w.get("pc") is not None:
             r["where"] = {"pc": w["pc"], "instruction": w.get("instruction", ""), "line": w.get("line")}
-            r["title"] = f"{w.get('width', 32)}-bit wrap at {w['pc']:#x}: {w.get('instruction', '')}"
+            what = f"{w.get('width', 32)}-bit signed operand" if w.get("signed") else f"{w.get('width', 32)}-bit"
+            r["title"] = f"{what} wrap at {w['pc']:#x}: {w.get('instruction', '')}"
         elif site is None:
             r["title"] = ("a wrap that no single operation explains (proved over the integers, refuted in "
                           "hardware arithmetic; the wrap sites were not located)")
@@ -188,7 +189,7 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         diff = _factored(key[2])
         r["title"] = f"offset wrong over the integers too ({key[1]}): extracted - expected = {diff or '?'}"
         if diff:
-            r["boundary"] = {key[1]: f"{diff} != 0"}
+            r["boundary"] = {key[1]: formula_boundary(key[2], grid_ranges(checks[0])) or f"{diff} != 0"}
         r["fix"] = next((FIX_FORMULA[c["buffer"]] for c in checks if c["buffer"] in FIX_FORMULA), "")
     elif kind == "loop":
         r["title"] = f"a later iteration of loop {key[1]} steps by an amount that depends on batch_id or head_id"
@@ -198,6 +199,66 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["title"] = f"accesses {what} ({key[2]})"
     else:
         r["title"] = f"counterexample of undecided cause ({', '.join(r['checks'])})"
+
+
+def grid_ranges(check: dict) -> Dict[str, str]:
+    """Grid id -> the exclusive upper bound of its range (``head_id`` -> ``nhead_q``), from the
+    ``grid`` layer of a check's ``domain`` (assumptions ``ID < EXPR``; every id starts at 0)."""
+    out = {}
+    for a in (check.get("domain") or {}).get("assumptions") or []:
+        m = re.fullmatch(r"([A-Za-z_]\w*) < (.+)", a.get("text", "")) if a.get("layer") == "grid" else None
+        if m:
+            out[m.group(1)] = m.group(2)
+    return out
+
+
+def formula_boundary(text: str, ranges: Dict[str, str]) -> Optional[str]:
+    """The shapes at which ``text`` (``extracted - expected``, a polynomial in shape variables
+    and grid ids) is nonzero for some workgroup, in shape variables only: the conjunction over
+    its factors of "this factor is nonzero somewhere".  A factor that is one shape variable
+    (at least 1) is dropped, a grid id ``x < U`` is nonzero somewhere iff ``U >= 2``, a
+    factor ``v - c`` of one shape variable reads ``v != c``, any other shape factor ``f != 0``.
+    None when a factor mixes grid ids with anything else, or names an id without a range, or
+    when the text is not a formula of shape variables and grid ids: then no shape-only form
+    is claimed.  E.g. ``-4*batch_id*nhead_q*seqlen_q + 4*batch_id*nhead_q`` with
+    ``batch_id < batch`` gives ``batch >= 2 and seqlen_q != 1``."""
+    e = read_formula(text, set(SHAPE_ORDER) | set(ranges))
+    if e is None or e == 0:
+        return None
+    import sympy
+    try:
+        _, factors = sympy.factor_list(e)
+    except Exception:   # display only
+        return None
+    ids, shapes = [], []
+    for f, _ in factors:
+        names = {str(s) for s in f.free_symbols}
+        if names and names <= set(ranges):
+            if not f.is_Symbol:
+                return None
+            top = ranges[str(f)]
+            if top.isdigit():
+                if int(top) < 2:
+                    return None
+                continue
+            ids.append(f"{top} >= 2")
+        elif names & set(ranges):
+            return None
+        elif not f.is_Symbol:
+            shapes.append(_nonzero(f, names))
+    return " and ".join(dict.fromkeys(ids + shapes)) or "every shape"
+
+
+def _nonzero(f, names) -> str:
+    """``f != 0`` for a factor of shape variables (each at least 1): ``v >= 2`` for ``v - 1``,
+    ``v != c`` for ``v - c``."""
+    import sympy
+    if len(names) == 1:
+        v = next(iter(names))
+        c = -(f - sympy.Symbol(v))
+        if c.is_Integer:
+            return f"{v} >= 2" if c == 1 else f"{v} != {c}"
+    return f"{f} != 0"
 
 
 def read_formula(text: str, names=SAFE_NAMES):
@@ -231,6 +292,10 @@ def _factored(text: str) -> str:
 def _wrap_fix(instruction: str) -> str:
     """The fix of a 32-bit wrap by the instruction that wraps (examples/q_*_u64.s)."""
     op = instruction.split(" ", 1)[0]
+    if "_i24" in op or "_u24" in op:
+        return (f"{op} reads only bits 23:0 of each operand ({'signed' if '_i24' in op else 'unsigned'}): "
+                "multiply with v_mul_lo_u32 (full 32-bit operands), or keep the operand below 2**23 "
+                "(a host limit on the stride)")
     if op.startswith("s_mul"):
         return ("keep the product in 64 bits: s_mul_hi_u32 for the high half, s_add_u32/s_addc_u32 into the "
                 "V# base (examples/q_batch_u64.s, examples/q_slice_u64.s)")

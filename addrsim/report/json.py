@@ -28,7 +28,7 @@ def _overflow_json(c: Check, lines: Optional[Dict[int, int]]) -> list:
     for w in c.overflow:
         d = {"kind": w.kind, "pc": w.pc, "instruction": w.text, "argument": w.name, "width": w.width,
              "machine": w.machine, "exact": w.exact, "matters": w.matters, "formula": w.formula,
-             "boundary": w.boundary, "shape_boundary": w.shape_boundary, "text": w.describe()}
+             "boundary": w.boundary, "shape_boundary": w.shape_boundary, "signed": w.signed, "text": w.describe()}
         if lines and w.pc in lines:
             d["line"] = lines[w.pc]                 # line of the listing (listing input)
         out.append(d)
