@@ -22,6 +22,7 @@ from addrsim.loader.codeobj import SUPPORTED_ARCHS
 from addrsim.loader.listing import load_source
 from addrsim.model.models import ModelSet, buffer_pointer, build_problem, check_bounds, load_models
 from addrsim.prove.check import check
+from addrsim.prove.differential import rows_read
 from addrsim.prove.domain import host_limits, route, settle
 from addrsim.prove.machines import initial_machine
 from addrsim.prove.options import Options, validate
@@ -244,6 +245,8 @@ def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:
         return settle(c, *witness_tools(sub, c, opts, cache), cache=cache)
     try:
         c = run(None)
+        if b == "lse" and prop == "address" and c.problem is not None:
+            c.rows = rows_read(sub, ex, buffer_pointer(sub.ms, sub.kernel, b), c.problem)
         c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None, cache)
         return _as_routed(c, run) if routed else c
     except InputError:

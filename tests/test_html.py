@@ -85,3 +85,34 @@ def test_page_loads_in_headless_chromium_without_console_errors(tmp_path):
     bad.write_text("<!DOCTYPE html><html><body><p>x</p><script>throw new Error('boom')</script></body></html>")
     _, errors = _load(bad, tmp_path)
     assert errors and "boom" in errors[0]
+
+
+def test_lse_rows_come_from_the_kernels_own_offsets_when_the_report_has_them():
+    """The README kernel's SBHD LSE slices at batch 2, nhead_q 2, seqlen_q 64 (``rows_read``,
+    hardware arithmetic): batch 1 reads 8 bytes in (row 2) instead of row 128: red bars."""
+    rep = _report()
+    sbhd = rep["kernels"][0]["checks"][1]
+    shape = dict(SHAPE, batch=2, nhead_q=2, nhead_k=2, seqlen_q=64, seqlen_k=64)
+    sbhd["rows_read"] = {"shape": shape, "slices": [[0, 0, 0, True], [0, 1, 256, True], [1, 0, 8, True],
+                                                    [1, 1, 264, True]]}
+    sbhd["extracted_shape"] = "this is never read"
+    page = to_html(rep)
+    assert "from the kernel&#x27;s address arithmetic" in page
+    assert "<title>rows 2..65</title>" in page and "<title>rows 66..129</title>" in page
+    assert "<title>rows 64..127</title>" in page          # b0 h1: right
+
+
+def test_verify_reports_the_rows_each_lse_slice_reads(tmp_path):
+    """examples/lsed_bas_shortcut.s (the BAs shortcut): BHSD slices read rows (b*2 + h)*64;
+    SBHD's batch term is BAs (Hdim-strided), not nhead_q*seqlen_q rows."""
+    from addrsim.api import verify
+    from test_examples import MODEL, build
+    rep = verify(build("lsed_bas_shortcut", tmp_path), buffers=["lse"], model_files=[MODEL],
+                 layouts=["bhsd", "sbhd"], properties=["address"])
+    rows = {c["layout"]: c["rows_read"] for c in rep["kernels"][0]["checks"]}
+    shape = rows["bhsd"]["shape"]
+    assert (shape["batch"], shape["nhead_q"]) == (2, 2)
+    S = shape["seqlen_q"]
+    assert [(b, h, off) for b, h, off, _ in rows["bhsd"]["slices"]] == \
+        [(b, h, 4 * (b * 2 + h) * S) for b in range(2) for h in range(2)]
+    assert any(off != 4 * (b * 2 + h) * S for b, h, off, _ in rows["sbhd"]["slices"])

@@ -45,7 +45,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.api import verify
-from addrsim.prove.differential import environment, in_domain, load_subject, symbolic_addresses
+from addrsim.prove.differential import in_domain, load_subject, slice_offset
 from addrsim.errors import InputError
 from addrsim.model.models import SHAPE_VARS, load_models
 
@@ -106,42 +106,13 @@ class AddressFunction:
             return False
         return in_domain(prob, shape, {s.name: 0 for s in prob.grid.values()}, 0)
 
-    def _address(self, prob, buffer: str, shape, batch_id: int, head_id: int, lane: int):
-        g = prob.grid
-        env = environment(self.sub, prob, shape, {g["z"].name: batch_id, g["y"].name: head_id}, lane)
-        try:
-            hits = symbolic_addresses(self.sub.ex, self.sub.pointers[buffer], env, undecided="include")
-        except Exception:
-            return None
-        if not hits:
-            return None
-        h = next((x for x in hits if x.certain), hits[0])
-        ok = True
-        try:
-            ok = X.evaluate(h.target.access.in_range, env) == 1
-        except Exception:
-            pass
-        return h.address, ok
-
     def slice_offset(self, layout: str, buffer: str, shape: Dict[str, int], batch_id: int,
                      head_id: int) -> Tuple[Optional[int], bool]:
-        """(byte offset of the (batch_id, head_id) slice from slice (0, 0), signed; whether the
-        V# range check lets the access through), as the kernel computes it: its address of
-        the buffer's first access minus the same access's address in workgroup (0, 0), both
-        for the first lane that makes the access (lanes 0, 64, 128, ...: in the a16 kernels
-        waves 0-1 read LSE and waves 2-3 read D through one V#), in the first key tile.  This
-        is the quantity the prover checks against the model's offset; slice (0, 0) itself is
-        taken to start at row 0.  (None, False) when no lane makes the access there (its
-        reads are then zeros)."""
-        prob = self.problem(layout)
-        for lane in range(0, 1024, 64):
-            here = self._address(prob, buffer, shape, batch_id, head_id, lane)
-            base = self._address(prob, buffer, shape, 0, 0, lane)
-            if here is None or base is None:
-                continue
-            off = (here[0] - base[0]) & X.mask(64)
-            return (off - (1 << 64) if off >= 1 << 63 else off), here[1]
-        return None, False
+        """:func:`addrsim.prove.differential.slice_offset` in ``layout``: (byte offset of the
+        (batch_id, head_id) slice from slice (0, 0), signed; whether the V# range check lets
+        the access through); slice (0, 0) itself is taken to start at row 0."""
+        return slice_offset(self.sub, self.sub.ex, self.sub.pointers[buffer], self.problem(layout), shape,
+                            batch_id, head_id)
 
     def key_side_arguments(self, buffer: str) -> List[str]:
         """Kernel arguments the buffer's address reads that the host derives from seqlen_k

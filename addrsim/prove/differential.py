@@ -38,7 +38,7 @@ from addrsim.backends.z3_int import IntEncoder
 
 __all__ = ["DifferentialError", "NotEvaluable", "NotReached", "Subject", "load_subject", "pointer_bases",
            "kernel_arguments", "environment", "array_memory", "grid_counts", "in_domain", "SymbolicAddress",
-           "symbolic_addresses", "integer_targets", "concrete_address"]
+           "symbolic_addresses", "integer_targets", "concrete_address", "slice_offset", "rows_read"]
 
 #: the pointer bases of :func:`pointer_bases` are ``(k + 1) * POINTER_SPACING + low`` bytes
 POINTER_SPACING = 1 << 40
@@ -323,6 +323,70 @@ def _ranges(prob: Problem) -> Dict[str, Tuple[int, int]]:
             except Exception:      # no interval for this expression: the argument stays unbounded
                 pass
     return r
+
+
+# ----------------------------------------------------------------------------- slice offsets
+
+def _first_address(sub, ex: Exploration, ptr: str, prob: Problem, shape, batch_id: int, head_id: int, lane: int):
+    """(byte address, passes the V# range check) of the first explored access of pointer ``ptr`` by
+    ``lane`` of workgroup (batch_id, head_id) (grid axes z and y), first key tile; None when
+    no access applies or it cannot be evaluated."""
+    g = prob.grid
+    env = environment(sub, prob, shape, {g["z"].name: batch_id, g["y"].name: head_id}, lane)
+    try:
+        hits = symbolic_addresses(ex, ptr, env, undecided="include")
+    except Exception:   # not evaluable here: no offset to show
+        return None
+    if not hits:
+        return None
+    h = next((x for x in hits if x.certain), hits[0])
+    try:
+        ok = X.evaluate(h.target.access.in_range, env) == 1
+    except Exception:   # a range check that reads data: taken as passing
+        ok = True
+    return h.address, ok
+
+
+def slice_offset(sub, ex: Exploration, ptr: str, prob: Problem, shape: Mapping[str, int], batch_id: int,
+                 head_id: int) -> Tuple[Optional[int], bool]:
+    """(byte offset of the (batch_id, head_id) slice from slice (0, 0), signed; whether the
+    V# range check lets the access through), as the kernel computes it in hardware arithmetic:
+    its address of the buffer's first access minus the same access's address in workgroup
+    (0, 0), both for the first lane that makes the access (lanes 0, 64, 128, ...: in the a16
+    kernels waves 0-1 read LSE and waves 2-3 read D through one V#), in the first key tile.
+    (None, False) when no lane makes the access there (its reads are then zeros).  ``sub``:
+    anything with the kernel's ``ms`` and ``kernel`` (:func:`environment`); ``ex`` its
+    exploration; ``ptr`` the buffer's pointer argument."""
+    for lane in range(0, 1024, WAVE):
+        here = _first_address(sub, ex, ptr, prob, shape, batch_id, head_id, lane)
+        base = _first_address(sub, ex, ptr, prob, shape, 0, 0, lane)
+        if here is None or base is None:
+            continue
+        off = (here[0] - base[0]) & X.mask(64)
+        return (off - (1 << 64) if off >= 1 << 63 else off), here[1]
+    return None, False
+
+
+ROWS_SHAPES = ((2, 2, 64), (2, 2, 128), (2, 2, 256), (2, 2, 192))
+"""(batch, nhead_q, seqlen_q) of the LSE-rows picture, the first in the kernel's domain."""
+
+
+def rows_read(sub, ex: Exploration, ptr: str, prob: Problem) -> Optional[dict]:
+    """The byte offset each (batch_id, head_id) reads its slice at, as the kernel computes it
+    (:func:`slice_offset`), at the first shape of ROWS_SHAPES in the domain (seqlen_k =
+    seqlen_q, nhead_k = nhead_q, the family's head dims): ``{"shape", "slices": [[batch_id,
+    head_id, offset or None, passes the range check], ...]}``.  None in group mode, or when
+    no such shape is in the domain."""
+    if prob.mode != "batch" or not {"z", "y"} <= set(prob.grid):
+        return None
+    zero = {s.name: 0 for s in prob.grid.values()}
+    for b, h, s in ROWS_SHAPES:
+        shape = {"batch": b, "nhead_q": h, "nhead_k": h, "seqlen_q": s, "seqlen_k": s}
+        shape.update({k: v for k, v in prob.fixed.items() if k in SHAPE_VARS})
+        if in_domain(prob, shape, zero, 0):
+            slices = [[i, j, *slice_offset(sub, ex, ptr, prob, shape, i, j)] for i in range(b) for j in range(h)]
+            return {"shape": {k: shape[k] for k in SHAPE_VARS if k in shape}, "slices": slices}
+    return None
 
 
 # ----------------------------------------------------------------------------- concrete side

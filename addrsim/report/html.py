@@ -6,8 +6,9 @@ verdict (each cell's reason in its tooltip); per kernel its summary line and roo
 (:mod:`addrsim.report.causes`), each wrap or host cast with its boundary drawn in the
 (nhead_q, seqlen_q) plane at the smallest failing batch against the device's memory (the
 family's ``memory`` formula and limit); and the LSE rows each (batch_id, head_id) reads in
-each layout (the extracted offset in shape variables, ``extracted_shape``) over the rows it
-should read.  Formulas are read by sympy only when every name in them is a shape variable,
+each layout over the rows it should read: the kernel's own offsets in hardware arithmetic
+(``rows_read`` of the check, :func:`addrsim.prove.differential.rows_read`), or where a report
+lacks them the extracted offset in shape variables (``extracted_shape``).  Formulas are read by sympy only when every name in them is a shape variable,
 grid id, lane or floor/Mod/ceiling (:func:`_reader`): the page never evaluates other text.
 May import addrsim.report.causes and addrsim.report.gate.
 """
@@ -131,32 +132,52 @@ def _boundary_svg(text: str, smallest: dict, memory: Optional[dict]) -> str:
             f"<text x='2' y='{top + 4 * h}' font-size='10'>nhead_q</text></svg>")
 
 
-def _lse_rows_svg(c: dict) -> str:
-    """An SVG of the LSE rows each (batch_id, head_id) reads at batch 2, nhead_q 2, seqlen_q 64
-    (from ``extracted_shape``; blue, red where it is not the row it should read) over the
-    rows it should read (grey, the [batch, nhead_q, seqlen_q] fp32 buffer); "" when the
-    offset cannot be read."""
-    names = VARS + ("batch_id", "head_id", "kv_tile", "tid_x")
-    off = _reader(c.get("extracted_shape") or "", names)
+def _rows(c: dict):
+    """(shape, [(batch_id, head_id, first row or None, passes the range check)], source) of an
+    LSE check: the kernel's own slice offsets (``rows_read``, hardware arithmetic) when the
+    report has them, else ``extracted_shape`` evaluated at batch 2, nhead_q 2, seqlen_q 64;
+    None when neither can be read."""
+    got = c.get("rows_read")
+    if got and got.get("slices"):
+        rows = [(b, h, None if off is None else off / 4, ok) for b, h, off, ok in got["slices"]]
+        return got["shape"], rows, "the kernel's address arithmetic (32-bit wraps included)"
+    off = _reader(c.get("extracted_shape") or "", VARS + ("batch_id", "head_id", "kv_tile", "tid_x"))
     if off is None:
+        return None
+    shape = {"batch": 2, "nhead_q": 2, "nhead_k": 2, "seqlen_q": 64, "seqlen_k": 64, "hdim_q": 128, "hdim_v": 128}
+    try:
+        rows = [(b, h, off(**shape, batch_id=b, head_id=h, kv_tile=0, tid_x=0) / 4, True)
+                for b in range(2) for h in range(2)]
+    except (ArithmeticError, TypeError, ValueError):
+        return None
+    return shape, rows, "the extracted offset read without wraps"
+
+
+def _lse_rows_svg(c: dict) -> str:
+    """An SVG of the LSE rows each (batch_id, head_id) reads (:func:`_rows`; blue, red where it
+    is not the row it should read or the V# refuses it, none where no lane reads) over the
+    rows it should read (grey, the [batch, nhead_q, seqlen_q] fp32 buffer); "" when the
+    offsets cannot be read."""
+    got = _rows(c)
+    if got is None:
         return ""
-    B, H, S = 2, 2, 64
-    shape = {"batch": B, "nhead_q": H, "nhead_k": H, "seqlen_q": S, "seqlen_k": S, "hdim_q": 128, "hdim_v": 128}
-    scale, left, bars = 1.2, 60, []
-    for i, (b, hh) in enumerate((b, hh) for b in range(B) for hh in range(H)):
+    shape, rows, source = got
+    B, H, S = shape["batch"], shape["nhead_q"], shape["seqlen_q"]
+    scale = 240.0 / max(B * H * S, 1)
+    left, bars = 60, []
+    for i, (b, hh, start, ok) in enumerate(rows):
         want = (b * H + hh) * S
-        try:
-            start = off(**shape, batch_id=b, head_id=hh, kv_tile=0, tid_x=0) / 4
-        except (ArithmeticError, TypeError, ValueError):
-            return ""
         y = 10 + i * 22
-        bars.append(f"<rect x='{left + want * scale}' y='{y}' width='{S * scale}' height='16' fill='#ccc'/>"
-                    f"<rect x='{left + start * scale}' y='{y + 4}' width='{S * scale}' height='8' "
-                    f"fill='{'#1e88e5' if start == want else '#e53935'}'/>"
+        bars.append(f"<rect x='{left + want * scale:.1f}' y='{y}' width='{S * scale:.1f}' height='16' fill='#ccc'/>"
                     f"<text x='4' y='{y + 12}' font-size='10'>b{b} h{hh}</text>")
-    width = left + max(B * H * S * scale, 10) + 40
-    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{20 + B * H * 22}'>"
-            f"{''.join(bars)}</svg>")
+        if start is not None:
+            right = start == want and ok
+            bars.append(f"<rect x='{left + start * scale:.1f}' y='{y + 4}' width='{S * scale:.1f}' height='8' "
+                        f"fill='{'#1e88e5' if right else '#e53935'}'><title>rows {start:g}..{start + S - 1:g}"
+                        f"{'' if ok else ' (refused by the V# range check: reads 0)'}</title></rect>")
+    width = left + 240 + S * scale + 40
+    return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{width:.0f}' height='{20 + len(rows) * 22}'>"
+            f"{''.join(bars)}</svg><div class='mono'>batch={B} nhead_q={H} seqlen_q={S}; from {_e(source)}</div>")
 
 
 def _cause_html(r: dict, memory: Optional[dict]) -> str:
@@ -190,8 +211,8 @@ def _kernel_html(k: dict) -> str:
     lse = [c for c in k["checks"] if c["buffer"] == "lse" and c.get("property", "address") == "address"]
     rows = [(c, _lse_rows_svg(c)) for c in lse]
     if any(svg for _, svg in rows):
-        out.append("<h3>LSE rows read per (batch_id, head_id) at batch 2, nhead_q 2, seqlen_q 64 "
-                   "(blue; red: another slice's rows) over the rows it should read (grey)</h3>")
+        out.append("<h3>LSE rows read per (batch_id, head_id) (blue; red: another slice's rows) "
+                   "over the rows it should read (grey)</h3>")
         out += [f"<div>{_e(c['layout'])} ({_e(c['verdict'])})<br>{svg}</div>" for c, svg in rows if svg]
     return "".join(out)
 

@@ -70,6 +70,8 @@ def check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
         out["excluded_by"] = c.unreachable
     if c.smt2:
         out["smt2"] = c.smt2
+    if c.rows:
+        out["rows_read"] = c.rows      # LSE: the slice offsets the kernel reads at a small shape (bytes)
     if c.verdict == Verdict.PROVED and c.prop == "address":
         out["all_iterations"] = c.loops    # every iteration of the loops that access it (addrsim.engine.loops)
     return out
