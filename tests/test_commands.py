@@ -85,6 +85,15 @@ def test_lse_rows_plot(kernels, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.parametrize("bound,words", [("batch=4:1", "empty range"), ("batch=3:8", "outside --bound batch=3:8")])
+def test_repro_refuses_a_bound_that_its_shape_breaks(kernels, tmp_path, capsys, bound, words):
+    out = tmp_path / "r.py"
+    code = main(["repro", str(kernels["lsed_bas_shortcut"]), "--model", MODEL, "--buffer", "lse", "--layout", "sbhd",
+                 "--shape", "batch=2,nhead_q=2,seqlen_q=64,hdim_q=128", "--bound", bound, "-o", str(out)])
+    err = capsys.readouterr().err
+    assert code == 3 and words in err and len(err.strip().splitlines()) == 1 and not out.exists()
+
+
 @pytest.mark.parametrize("cmd,flag", [("verify", "--json"), ("scan", "--json"), ("scan", "--sarif"),
                                       ("scan", "--junit"), ("diff", "--json"),
                                       ("verify", "--html"), ("scan", "--html")])

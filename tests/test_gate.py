@@ -70,7 +70,8 @@ def test_fingerprint_names_the_check_not_the_path_pc_or_shape():
 
 def test_baseline_splits_new_unchanged_and_gone_and_fails_only_on_new():
     old = _kernel([_cex("lse", "bhsd"), _cex("d", "bhsd"), _proved("q", "bhsd")])
-    new = _kernel([_cex("lse", "bhsd"), _cex("lse", "sbhd", cause="formula"), _proved("q", "bhsd")])
+    new = _kernel([_cex("lse", "bhsd"), _cex("lse", "sbhd", cause="formula"), _proved("q", "bhsd"),
+                   _proved("d", "bhsd")])
     base = {fingerprint(old, c): c["verdict"] for c in old["checks"] if c["verdict"] != "proved"}
     g = gate([new], base, [], TODAY)
     assert [fp.split(":")[2] for fp in g["unchanged"]] == ["lse/bhsd"]
@@ -81,6 +82,18 @@ def test_baseline_splits_new_unchanged_and_gone_and_fails_only_on_new():
     assert gate_status(gate([old], base, [], TODAY), [old]) == 0      # nothing new: passes
     text = "\n".join(gate_text(g))
     assert "1 failing (new and not accepted), 1 new, 1 unchanged, 1 gone" in text and "FAILING " in text
+
+
+def test_baseline_findings_of_checks_not_made_are_not_gone():
+    """A baseline from `verify` (address and bounds) read by an address-only scan: its bounds
+    findings were not looked for, so they are "unchecked", not "gone"; a fixed one is gone."""
+    old = _kernel([_cex("lse", "bhsd"), _unknown("k", "bshd"), _cex("d", "bhsd")])
+    new = _kernel([_cex("lse", "bhsd"), _proved("d", "bhsd")])
+    base = {fingerprint(old, c): c["verdict"] for c in old["checks"]}
+    g = gate([new], base, [], TODAY)
+    assert [fp.split(":")[2] for fp in g["gone"]] == ["d/bhsd"]
+    assert [fp.split(":")[2:4] for fp in g["unchecked"]] == [["k/bshd", "bounds"]]
+    assert "1 baseline findings of checks this run did not make (not gone)" in "\n".join(gate_text(g))
 
 
 def test_a_new_undecided_check_fails_with_status_2():
@@ -197,7 +210,7 @@ def test_bad_baselines_are_one_line_naming_the_file(tmp_path, text, words):
 
 def test_sarif_carries_baseline_state_absent_results_and_suppressions(tmp_path):
     old = _kernel([_cex("lse", "bhsd"), _cex("d", "sbhd", cause="formula")])
-    new = _kernel([_cex("lse", "bhsd"), _cex("dq", "bhsd", pc=0x2c84), _unknown("k", "bshd")])
+    new = _kernel([_cex("lse", "bhsd"), _cex("dq", "bhsd", pc=0x2c84), _unknown("k", "bshd"), _proved("d", "sbhd")])
     base = {fingerprint(old, c): c["verdict"] for c in old["checks"]}
     acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    buffer: dq\n    reason: fix in review\n")
     g = gate([new], base, acc, TODAY)

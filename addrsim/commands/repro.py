@@ -267,6 +267,16 @@ def register(sub) -> None:
     rp.add_argument("-o", "--output", metavar="FILE.py", help="write the script to FILE.py (default stdout)")
 
 
+def _within_bounds(shape: Dict[str, int], bounds) -> None:
+    """Refuse a --bound that is empty (MIN > MAX) or that the --shape lies outside: a bound
+    given with a shape is a claim about it, never silently dropped.  Raises InputError."""
+    for name, (lo, hi) in bounds:
+        if lo > hi:
+            raise InputError("--bound", f"{name}={lo}:{hi} is an empty range (MIN > MAX)")
+        if name in shape and not lo <= shape[name] <= hi:
+            raise InputError("--bound", f"--shape has {name}={shape[name]}, outside --bound {name}={lo}:{hi}")
+
+
 def run(args) -> int:
     from addrsim.loader.listing import load_source
     try:
@@ -276,6 +286,7 @@ def run(args) -> int:
         coords, why, prediction = None, "", None
         if args.shape is not None:
             shape = _parse_shape(args.shape)
+            _within_bounds(shape, args.bound)
             memory = _fits_or_offer(args, models, shape)
             from addrsim.commands.crosscheck import _predict
             pred, chk = _predict(args.file, args.layout, shape, [args.buffer], models, args.like, args.timeout)

@@ -52,6 +52,16 @@ def fingerprint(kernel: dict, check: dict) -> str:
     return fp + (f":{check.get('cause') or 'unclassified'}" if check["verdict"] == Verdict.COUNTEREXAMPLE else "")
 
 
+def check_of(fingerprint_text: str) -> str:
+    """The check a fingerprint names (``arch/file:symbol:buffer/layout:property``): the text
+    before its verdict field."""
+    parts = fingerprint_text.split(":")
+    for i in range(len(parts) - 1, 0, -1):
+        if parts[i] in {str(v) for v in Verdict}:
+            return ":".join(parts[:i])
+    return fingerprint_text
+
+
 def findings(kernels: List[dict]) -> Dict[str, Tuple[dict, dict]]:
     """Fingerprint -> (kernel, check) of every check that did not prove."""
     return {fingerprint(k, c): (k, c) for k in kernels for c in k.get("checks") or []
@@ -179,9 +189,11 @@ def gate(kernels: List[dict], baseline: Optional[Dict[str, str]], accepted: List
          today: Optional[_dt.date] = None) -> dict:
     """Mark each finding of ``kernels`` (in place: ``baseline`` "new"/"unchanged" when a
     baseline is given, ``accepted`` {reason, entry} when an entry applies) and return the
-    gate's summary: fingerprints ``new``, ``unchanged``, ``gone``, ``accepted``, ``failing``
-    (new, or any without a baseline, and not accepted), and the entries ``stale`` (matching
-    nothing) and ``expired``."""
+    gate's summary: fingerprints ``new``, ``unchanged``, ``gone`` (in the baseline, and its
+    check was made this run with another outcome), ``unchecked`` (in the baseline, its check
+    not made this run: another --check, --buffer or --layout, or a kernel not scanned),
+    ``accepted``, ``failing`` (new, or any without a baseline, and not accepted), and the
+    entries ``stale`` (matching nothing) and ``expired``."""
     today = today or _dt.date.today()
     out = {"baseline": baseline is not None, "new": [], "unchanged": [], "gone": [], "accepted": [], "failing": [],
            "stale": [], "expired": []}
@@ -201,7 +213,10 @@ def gate(kernels: List[dict], baseline: Optional[Dict[str, str]], accepted: List
             out["failing"].append(fp)
     if baseline is not None:
         current = set(findings(kernels))
-        out["gone"] = sorted(fp for fp in baseline if fp not in current)
+        checked = {check_of(fingerprint(k, c)) for k in kernels for c in k.get("checks") or []}
+        missing = sorted(fp for fp in baseline if fp not in current)
+        out["gone"] = [fp for fp in missing if check_of(fp) in checked]
+        out["unchecked"] = [fp for fp in missing if check_of(fp) not in checked]   # not asked this run: not gone
     for e in accepted:
         view = {"entry": e["index"], "kernel": e["kernel"], "reason": e["reason"]}
         if e["expires"] is not None and e["expires"] < today:
@@ -245,7 +260,9 @@ def gate_text(summary: dict) -> List[str]:
     n = {k: len(v) for k, v in summary.items() if isinstance(v, list)}
     lines = ["", f"gate: {n['failing']} failing (new and not accepted), {n['new']} new, {n['unchanged']} unchanged, "
                  f"{n['gone']} gone, {n['accepted']} accepted, {n['stale']} stale and {n['expired']} expired "
-                 f"accepted entries"]
+                 f"accepted entries"
+                 + (f"; {n['unchecked']} baseline findings of checks this run did not make (not gone)"
+                    if n.get("unchecked") else "")]
     lines += [f"  FAILING {fp}" for fp in summary["failing"]]
     lines += [f"  gone {fp}" for fp in summary["gone"]]
     lines += [f"  stale accepted entry {e['entry']} ({shown(e['kernel'])}): matches no finding; reason was: "
