@@ -115,7 +115,7 @@ def test_text_report_prints_one_block_per_root_cause_and_groups_reasons():
     print_table({"kernels": [k]}, buf)
     text = buf.getvalue()
     assert text.count("ROOT CAUSE") == 1
-    assert "ROOT CAUSE 1 of 1: 32-bit wrap at 0x2b4c: s_add_u32 s55, s61, s62" in text
+    assert "ROOT CAUSE 1: 32-bit wrap at 0x2b4c: s_add_u32 s55, s61, s62" in text
     assert "    breaks: q/bhsd, do/bhsd\n" in text
     assert "    boundary (bhsd): seqlen_q*(batch - 1) >= 2**24\n" in text
     assert "unsupported (q/bhsd bounds, do/bhsd bounds): bounds of later iterations are not checked\n" in text
@@ -287,3 +287,15 @@ def test_formula_boundary_claims_nothing_where_ids_mix_with_shapes():
     assert formula_boundary("4*(batch_id + head_id)", GRID) is None
     assert formula_boundary("4*batch_id*nhead_q - 4*batch_id + P", GRID) is None
     assert formula_boundary("4*kv_tile", GRID) is None          # no range for kv_tile
+
+
+def test_a_bounds_counterexample_in_bounds_without_wraps_joins_its_wrap_root_cause():
+    """q/sbhd bounds of the README kernel: offset 0xff000000 outside the allocation only because
+    v_mul_i32_i24 reads Seqs negative: one root cause with dq/sbhd's address wrap at 0x2c5c."""
+    site = _site(0x2c5c, instruction="v_mul_i32_i24_e32 v6, s70, v28", boundary="batch*nhead_q >= 2**15")
+    wrapped = _cex("q", "sbhd", cause="allocation", prop="bounds", overflow=[site])
+    plain = _cex("k", "sbhd", cause="allocation", prop="bounds")
+    rs = root_causes(_kernel([_cex("dq", "sbhd", overflow=[site]), wrapped, plain]))
+    assert [(r["kind"], r["checks"]) for r in rs] == [("wrap", ["dq/sbhd", "q/sbhd bounds"]),
+                                                      ("bounds", ["k/sbhd bounds"])]
+    assert rs[0]["boundary"] == {"sbhd": "batch*nhead_q >= 2**15"}

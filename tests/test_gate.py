@@ -81,7 +81,10 @@ def test_baseline_splits_new_unchanged_and_gone_and_fails_only_on_new():
     assert gate_status(g, [new]) == 1
     assert gate_status(gate([old], base, [], TODAY), [old]) == 0      # nothing new: passes
     text = "\n".join(gate_text(g))
-    assert "1 failing (new and not accepted), 1 new, 1 unchanged, 1 gone" in text and "FAILING " in text
+    assert "1 failing (new and not accepted) of 2 finding(s): 1 new, 1 unchanged, 0 of them accepted; " \
+           "1 gone since the baseline" in text and "FAILING " in text
+    plain = "\n".join(gate_text(gate([new], None, [], TODAY)))        # no baseline: new/unchanged say nothing
+    assert "gate (no baseline: every finding counts): 2 failing (not accepted) of 2 finding(s), 0 accepted" in plain
 
 
 def test_baseline_findings_of_checks_not_made_are_not_gone():
@@ -93,7 +96,7 @@ def test_baseline_findings_of_checks_not_made_are_not_gone():
     g = gate([new], base, [], TODAY)
     assert [fp.split(":")[2] for fp in g["gone"]] == ["d/bhsd"]
     assert [fp.split(":")[2:4] for fp in g["unchecked"]] == [["k/bshd", "bounds"]]
-    assert "1 baseline findings of checks this run did not make (not gone)" in "\n".join(gate_text(g))
+    assert "1 baseline finding(s) of checks this run did not make (not gone)" in "\n".join(gate_text(g))
 
 
 def test_a_new_undecided_check_fails_with_status_2():
@@ -257,7 +260,7 @@ def test_scan_with_a_baseline_fails_only_on_what_is_new(real_kernel, tmp_path):
     (tmp_path / "old.json").write_text(json.dumps(old))
     p = run("--baseline", tmp_path / "old.json", "--sarif", tmp_path / "g.sarif")
     assert p.returncode == 1, p.stderr
-    assert "gate: 1 failing (new and not accepted), 1 new, 1 unchanged, 0 gone" in p.stdout
+    assert "gate: 1 failing (new and not accepted) of 2 finding(s): 1 new, 1 unchanged" in p.stdout
     assert "FAILING gfx942/bwd_hd128_bf16_a16_rtne.co:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/sbhd:address:counterexample:formula" in p.stdout
     assert "NEW since the baseline: lse/sbhd" in p.stdout
     states = {r["ruleId"]: r.get("baselineState") for r in json.loads((tmp_path / "g.sarif").read_text())

@@ -38,7 +38,9 @@ def _report():
         {"buffer": "lse", "layout": "sbhd", "property": "address", "verdict": "counterexample", "cause": "formula",
          "overflow": [], "counterexample": dict(cex, shape=small), "reason": "", "routing": {"reachable": False},
          "difference": "-4*batch_id*nhead_q*seqlen_q + 4*batch_id*nhead_q",
-         "extracted_shape": "4*(batch_id*nhead_q + head_id*seqlen_q)"},
+         "extracted_shape": "4*(batch_id*nhead_q + head_id*seqlen_q)",
+         "domain": {"assumptions": [{"layer": "grid", "text": "batch_id < batch", "source": "m"},
+                                    {"layer": "grid", "text": "head_id < nhead_q", "source": "m"}]}},
         {"buffer": "k", "layout": "bshd", "property": "bounds", "verdict": "unknown",
          "reason": "check budget of 60 Mru spent <before> every access was decided"},
         {"buffer": "q", "layout": "bhsd", "property": "address", "verdict": "proved", "reason": None},
@@ -56,7 +58,9 @@ def test_page_is_self_contained_and_has_the_matrix_causes_and_rows():
     assert "<table id='matrix'>" in page
     assert "title='unknown: check budget of 60 Mru spent &lt;before&gt; every access was decided'" in page
     assert page.count("<div class='cause'") == 2
-    assert page.count("<svg") == 3       # one boundary plane, two LSE-row drawings
+    assert page.count("<svg") == 4       # two boundary planes (wrap; formula: batch >= 2 and seqlen_q >= 2), two LSE rows
+    assert "boundary (sbhd): batch &gt;= 2 and seqlen_q &gt;= 2" in page
+    assert "title='proved: every shape of the domain" in page
     assert "fill='#e53935'" in page and "fill='#ddd'" in page      # breaks, and past device memory
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace as replace_dc
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
-from addrsim.backends.ideal import kept_wraps
+from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.backends.z3_int import IntEncoder
 from addrsim.engine.explore import Exploration
 from addrsim.ir import expr as X
@@ -373,6 +373,10 @@ def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, co
                 "num_records": f": inside the allocation of {buffer} (offset {cex.extracted} of {cex.expected} "
                                f"bytes) but past the V#'s num_records: reads return 0, writes are dropped"
                 }.get(cex.cause, "")
+        if ctx.opts.arith == "bv" and _exact_holds(conds, claim, model):
+            res.overflow = _sites(ctx, t, model)
+            if res.overflow and res.overflow[0].matters:
+                why += f"; in bounds without 32-bit wraps: {res.overflow[0].describe()}"
     elif ctx.opts.arith == "bv":
         res.cause, res.overflow = _classify(ctx, conds, claim, ranges, key, t, model)
         if res.cause == Cause.OVERFLOW:
@@ -401,6 +405,24 @@ def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
         return Cause.FORMULA, []
     if v != "proved":
         return Cause.UNCLASSIFIED, []
+    return Cause.OVERFLOW, _sites(ctx, t, model)
+
+
+def _exact_holds(conds, claim, model) -> bool:
+    """Do the counterexample's conditions and the claim hold when no 32-bit value wraps
+    (:func:`addrsim.backends.ideal.ideal_evaluate`)?  Then a wrap is what breaks the claim."""
+    keep = kept_wraps(conds + [claim])
+    env = env_of(conds + [claim], model)
+    memo: dict = {}
+    try:
+        return all(ideal_evaluate(e, env, keep, memo) == 1 for e in list(conds) + [claim])
+    except KeyError:
+        return False
+
+
+def _sites(ctx: _Ctx, t, model) -> list:
+    """The wrap sites of the access's address at the counterexample ``model``
+    (:func:`addrsim.prove.wraps.wrap_sites`), those that change the address first."""
     prob = ctx.prob
     env = env_of([t.address], model)
     env.update({k: v for k, v in model.items() if not k.endswith("[]")})
@@ -413,7 +435,7 @@ def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
                            last_workgroup(prob.grid_count, prob.lane.name, _gqa_exact(prob)))
     except Exception:   # the explanation must never hide the verdict
         sites = []
-    return Cause.OVERFLOW, sites
+    return sites
 
 
 def _gqa_exact(prob: Problem) -> bool:

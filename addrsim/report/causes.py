@@ -48,8 +48,8 @@ FIX_FORMULA["dq_acc"] = FIX_FORMULA["dq"]
 def _key(c: dict) -> Tuple:
     """The root-cause key of a counterexample check (see the module docstring)."""
     cause = c.get("cause") or "unclassified"
-    if cause == Cause.OVERFLOW:
-        site = next((w for w in c.get("overflow") or [] if w.get("matters")), None)
+    site = _site(c)
+    if cause == Cause.OVERFLOW or (c.get("property") == "bounds" and site is not None):
         if site is None:
             return ("wrap", None, "", c["buffer"], c["layout"])
         if site["kind"] == "argument":
@@ -65,6 +65,13 @@ def _key(c: dict) -> Tuple:
     if c.get("property") == "bounds" and cause in ("allocation", "num_records"):
         return ("bounds", cause, c["layout"])
     return ("unclassified", c["buffer"], c["layout"], c.get("property"))
+
+
+def _site(c: dict) -> Optional[dict]:
+    """The first wrap site of a counterexample that changes its address (``matters``): an
+    overflow's, or a bounds counterexample's whose access is in bounds without wraps (then
+    the wrap, not the allocation, is its root cause)."""
+    return next((w for w in c.get("overflow") or [] if w.get("matters")), None)
 
 
 def _own_pointer_out(text: str, buffer: str) -> str:
@@ -155,7 +162,7 @@ def _cause(key: Tuple, checks: List[dict]) -> dict:
          "smallest": smallest, "reach": _reach(checks) if checks else "host", "fix": "", "findings": []}
     site = None
     for c in checks if kind in ("wrap", "host cast") else ():
-        w = next((w for w in c.get("overflow") or [] if w.get("matters")), None)
+        w = _site(c)
         site = site or w
         if w is not None:
             r["boundary"].setdefault(c["layout"], w.get("shape_boundary") or w.get("boundary") or "")

@@ -195,10 +195,13 @@ def gate(kernels: List[dict], baseline: Optional[Dict[str, str]], accepted: List
     ``accepted``, ``failing`` (new, or any without a baseline, and not accepted), and the
     entries ``stale`` (matching nothing) and ``expired``."""
     today = today or _dt.date.today()
-    out = {"baseline": baseline is not None, "new": [], "unchanged": [], "gone": [], "accepted": [], "failing": [],
-           "stale": [], "expired": []}
+    out = {"baseline": baseline is not None, "findings": 0, "new": [], "unchanged": [], "gone": [], "accepted": [],
+           "failing": [], "stale": [], "expired": []}
     used = set()
     for fp, (k, c) in findings(kernels).items():
+        out["findings"] += 1
+        c.pop("baseline", None)               # marks of an earlier gate over the same reports
+        c.pop("accepted", None)
         if baseline is not None:
             c["baseline"] = "unchanged" if fp in baseline else "new"
             out[c["baseline"]].append(fp)
@@ -258,11 +261,17 @@ def shown(value, limit: int = 80) -> str:
 def gate_text(summary: dict) -> List[str]:
     """The text lines of the gate: counts, then every failing, gone, stale and expired item."""
     n = {k: len(v) for k, v in summary.items() if isinstance(v, list)}
-    lines = ["", f"gate: {n['failing']} failing (new and not accepted), {n['new']} new, {n['unchanged']} unchanged, "
-                 f"{n['gone']} gone, {n['accepted']} accepted, {n['stale']} stale and {n['expired']} expired "
-                 f"accepted entries"
-                 + (f"; {n['unchecked']} baseline findings of checks this run did not make (not gone)"
-                    if n.get("unchecked") else "")]
+    total = summary.get("findings", n["new"] + n["unchanged"])
+    if summary.get("baseline"):
+        head = (f"gate: {n['failing']} failing (new and not accepted) of {total} finding(s): {n['new']} new, "
+                f"{n['unchanged']} unchanged, {n['accepted']} of them accepted; {n['gone']} gone since the baseline")
+    else:
+        head = (f"gate (no baseline: every finding counts): {n['failing']} failing (not accepted) of {total} "
+                f"finding(s), {n['accepted']} accepted")
+    head += f"; accepted entries: {n['stale']} stale, {n['expired']} expired"
+    if n.get("unchecked"):
+        head += f"; {n['unchecked']} baseline finding(s) of checks this run did not make (not gone)"
+    lines = ["", head]
     lines += [f"  FAILING {fp}" for fp in summary["failing"]]
     lines += [f"  gone {fp}" for fp in summary["gone"]]
     lines += [f"  stale accepted entry {e['entry']} ({shown(e['kernel'])}): matches no finding; reason was: "

@@ -73,8 +73,8 @@ def _matrix(kernels: List[dict]) -> str:
                 cells.append(_cell(c))
         rows.append(f"<tr><td class='k'>{_e(kernel_label(k))}</td>{''.join(cells)}</tr>")
     legend = "".join(f"<span style='background:{v}'>{_e(k)}</span>" for k, v in COLOURS.items())
-    return (f"<p class='legend'>{legend}</p><table id='matrix'><tr><th rowspan='2'>kernel</th>{head1}</tr>"
-            f"<tr>{head2}</tr>{''.join(rows)}</table>")
+    return (f"<p class='legend'>{legend}</p><div style='overflow-x:auto'><table id='matrix'><tr>"
+            f"<th rowspan='2'>kernel</th>{head1}</tr><tr>{head2}</tr>{''.join(rows)}</table></div>")
 
 
 def _cell(c: Optional[dict]) -> str:
@@ -83,7 +83,10 @@ def _cell(c: Optional[dict]) -> str:
     v = c["verdict"]
     latent = v == "counterexample" and (c.get("routing") or {}).get("reachable") is False
     x = c.get("counterexample") or {}
-    tip = c.get("reason") or (" ".join(f"{a}={b}" for a, b in (x.get("shape") or {}).items()))
+    w = c.get("witness") or {}
+    tip = c.get("reason") or (" ".join(f"{a}={b}" for a, b in (x.get("shape") or {}).items())) or (
+        "every shape of the domain; witness " + " ".join(f"{a}={b}" for a, b in (w.get("shape") or {}).items())
+        if v == "proved" else "")
     colour = COLOURS["latent" if latent else v] if (latent or v in COLOURS) else "#fff"
     return f"<td style='background:{colour}' title='{_e(v)}: {_e(tip)}'>{MARKS.get(v, _e(v))}</td>"
 
@@ -98,11 +101,10 @@ def _boundary_svg(text: str, smallest: dict, memory: Optional[dict]) -> str:
     red where ``text`` (``lhs >= rhs`` or ``lhs != 0``, shape variables only) holds and every
     tensor fits the device, green where it does not hold, grey past the device's memory; the
     smallest shape as a black ring.  "" when the boundary cannot be read."""
-    m = re.fullmatch(r"(.+) (>=|!=) (.+)", text)
-    lhs = _reader(m.group(1), VARS) if m else None
-    rhs = _reader(m.group(3), VARS) if m else None
+    parts = [re.fullmatch(r"(.+) (>=|!=) (.+)", p) for p in text.split(" and ")]
+    sides = [(_reader(m.group(1), VARS), m.group(2), _reader(m.group(3), VARS)) for m in parts if m]
     mem = _reader(memory["bytes"], VARS) if memory else None
-    if lhs is None or rhs is None:
+    if not sides or len(sides) < len(parts) or any(l is None or r is None for l, _, r in sides):
         return ""
     sh = smallest["shape"]
     w, h, left, top = 18, 11, 70, 10
@@ -112,7 +114,7 @@ def _boundary_svg(text: str, smallest: dict, memory: Optional[dict]) -> str:
             pt = dict(sh, nhead_q=nh, seqlen_q=sq, nhead_k=min(sh.get("nhead_k", nh), nh),
                       seqlen_k=sq if sh.get("seqlen_k") == sh.get("seqlen_q") else sh.get("seqlen_k", sq))
             try:
-                holds = lhs(**pt) >= rhs(**pt) if m.group(2) == ">=" else lhs(**pt) != rhs(**pt)
+                holds = all(l(**pt) >= r(**pt) if op == ">=" else l(**pt) != r(**pt) for l, op, r in sides)
                 fits = mem is None or not memory.get("limit") or mem(**pt) <= memory["limit"]
             except (ArithmeticError, TypeError, ValueError):
                 return ""
@@ -127,7 +129,7 @@ def _boundary_svg(text: str, smallest: dict, memory: Optional[dict]) -> str:
                      for i in range(9))
     return (f"<svg xmlns='http://www.w3.org/2000/svg' width='{left + 21 * w + 10}' height='{top + 9 * h + 34}'>"
             f"{''.join(cells)}<circle cx='{sx:.1f}' cy='{sy:.1f}' r='5' fill='none' stroke='#000' stroke-width='2'/>"
-            f"{ticks}<text x='{left}' y='{top + 9 * h + 28}' font-size='10'>log2 seqlen_q (batch = {sh.get('batch')}; "
+            f"{ticks}<text x='{left}' y='{top + 9 * h + 28}' font-size='10'>log2 seqlen_q ({_e(_held(sh))}; "
             f"red: breaks and fits, green: right, grey: past device memory)</text>"
             f"<text x='2' y='{top + 4 * h}' font-size='10'>nhead_q</text></svg>")
 
@@ -151,6 +153,24 @@ def _rows(c: dict):
     except (ArithmeticError, TypeError, ValueError):
         return None
     return shape, rows, "the extracted offset read without wraps"
+
+
+def _held(sh: dict) -> str:
+    """What a boundary plane holds fixed besides (nhead_q, seqlen_q): the smallest shape's batch,
+    nhead_k (at most nhead_q), seqlen_k (= seqlen_q when the smallest shape has them equal)."""
+    kv = "seqlen_k = seqlen_q" if sh.get("seqlen_k") == sh.get("seqlen_q") else f"seqlen_k = {sh.get('seqlen_k')}"
+    return f"batch = {sh.get('batch')}, nhead_k = min({sh.get('nhead_k', 1)}, nhead_q), {kv}"
+
+
+def _rows_word(c: dict) -> str:
+    """Whether every slice reads its own rows at the drawn shape (a counterexample's failing
+    shape is usually far larger than the one drawn)."""
+    got = _rows(c)
+    if got is None:
+        return ""
+    shape, rows, _ = got
+    right = all(start == (b * shape["nhead_q"] + h) * shape["seqlen_q"] and ok for b, h, start, ok in rows)
+    return "at this shape every slice reads its own rows" if right else "at this shape some slices read other rows"
 
 
 def _lse_rows_svg(c: dict) -> str:
@@ -191,7 +211,7 @@ def _cause_html(r: dict, memory: Optional[dict]) -> str:
     drawn = set()
     for lay, b in r["boundary"].items():
         parts.append(f"<div class='mono'>boundary ({_e(lay)}): {_e(b)}</div>")
-        if r["kind"] in ("wrap", "host cast") and sm and b not in drawn:
+        if r["kind"] in ("wrap", "host cast", "formula") and sm and b not in drawn:
             drawn.add(b)                  # one drawing per distinct boundary
             parts.append(_boundary_svg(b, sm, memory))
     if sm:
@@ -213,7 +233,8 @@ def _kernel_html(k: dict) -> str:
     if any(svg for _, svg in rows):
         out.append("<h3>LSE rows read per (batch_id, head_id) (blue; red: another slice's rows) "
                    "over the rows it should read (grey)</h3>")
-        out += [f"<div>{_e(c['layout'])} ({_e(c['verdict'])})<br>{svg}</div>" for c, svg in rows if svg]
+        out += [f"<div>{_e(c['layout'])}: the check is {_e(c['verdict'])}; {_rows_word(c)}<br>{svg}</div>"
+                for c, svg in rows if svg]
     return "".join(out)
 
 

@@ -59,7 +59,9 @@ def _print_routing(c: dict, out) -> None:
             for m in e["masked_by"]:
                 out.write(f"      {m}\n")
         else:
-            out.write(f"    routing through {r['host']} {e['entry']}: {e['verdict']} {e.get('reason') or ''}\n")
+            why = (e.get("reason") or "").split("; ", 1)[0]
+            out.write(f"    routing through {r['host']} {e['entry']}: not decided (the routed check is "
+                      f"{e['verdict']}" + (f": {_short(why, 160)}" if why else "") + ")\n")
 
 
 def _routing_word(c: dict) -> str:
@@ -92,7 +94,7 @@ def print_table(report: dict, out=sys.stdout, details: bool = False):
         causes = k.get("root_causes") or root_causes(k)
         _print_checks(k, out)
         for r in causes:
-            _print_cause(r, k, len(causes), out)
+            _print_cause(r, k, out)
         if details:
             for c in k["checks"]:
                 if c["verdict"] == Verdict.COUNTEREXAMPLE:
@@ -123,12 +125,12 @@ def _print_checks(k: dict, out) -> None:
                   f"{_routing_word(c):<13}{c['time_s']:>6.2f}s\n")
 
 
-def _print_cause(r: dict, k: dict, n: int, out) -> None:
+def _print_cause(r: dict, k: dict, out) -> None:
     """One root-cause block: what, where, which checks, the boundary per layout, the smallest
     shape with the details of its check, routing, and the fix."""
     where = r.get("where") or {}
     line = f" (listing line {where['line']})" if where.get("line") else ""
-    out.write(f"\n  ROOT CAUSE {r['id']} of {n}: {r['title']}{line}\n")
+    out.write(f"\n  ROOT CAUSE {r['id']}: {r['title']}{line}\n")
     if r["checks"]:
         out.write(f"    breaks: {', '.join(r['checks'])}\n")
     for lay, b in r["boundary"].items():
@@ -155,7 +157,8 @@ def _print_cex_point(c: dict, out, pad: str) -> None:
     out.write(f"{pad}batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} lane={x['lane']}, "
               f"access at {x['access_pc']:#x}" + (f" (listing line {x['access_line']})" if x.get("access_line") else ""))
     if c.get("property") == "bounds":
-        out.write(f": {c['reason']}\n")
+        why = c.get("reason") or ""
+        out.write(f": {why.split(': ', 1)[1] if why.startswith('access at ') and ': ' in why else why}\n")
     else:
         out.write(f": byte offset from (0,0) extracted {_signed(x['address']['extracted'])}, "
                   f"expected {_signed(x['address']['expected'])}\n")
@@ -210,9 +213,11 @@ def _print_proved(k: dict, out) -> None:
         if c["verdict"] == Verdict.PROVED and c.get("property", "address") == "address":
             pad = " " * len(c["buffer"] + c["layout"])
             shape = c.get("extracted_shape")
+            args = c["extracted"] if len(c["extracted"]) <= 200 or not shape else \
+                f"{len(c['extracted'])} characters (the JSON's extracted)"
             out.write(f"\n  {c['buffer']}/{c['layout']} proved: extracted offset "
                       + (f"{shape} (shape variables, no 32-bit wrap)\n  {pad}         in kernel arguments "
-                         if shape else "") + f"{_short(c['extracted'])}\n"
+                         if shape else "") + f"{_short(args)}\n"
                       f"  {pad}         expected offset  {c['expected']}\n")
             w = c.get("witness")
             if w:
