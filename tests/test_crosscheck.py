@@ -346,3 +346,33 @@ def test_repro_shape_takes_plain_decimal_sizes(shape):
     from addrsim.errors import InputError
     with pytest.raises(InputError, match="expected NAME=V"):
         _parse_shape(shape)
+
+
+def test_repro_script_of_a_latent_finding_says_the_api_is_expected_to_pass():
+    """The README kernel's LSE SBHD counterexample is latent under the wheel's host (SBHD only
+    with batch 1): through aiter's API another kernel runs at batch 2, so the header must not
+    promise a FAIL there."""
+    masked = ["batch_stride_q >= stride_q and batch_stride_do >= stride_do [codegen.py G2:1287-1309]"]
+    text = script("_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE", "k.co", "lse", "sbhd", README_CEX,
+                  latent=("aiter-0.1.7.post2.dev18 fmha_v3_bwd", masked))
+    ast.parse(text)
+    assert "(expect FAIL) where this kernel runs" in text
+    assert "# LATENT under aiter-0.1.7.post2.dev18 fmha_v3_bwd" in text and "is then expected to PASS" in text
+    assert "#     batch_stride_q >= stride_q" in text
+    assert "LATENT" not in script("_ZN5aiter4kE", "k.co", "lse", "sbhd", README_CEX)
+
+
+def test_repro_shape_takes_the_familys_head_dims():
+    from addrsim.commands.repro import _parse_shape
+    from addrsim.errors import InputError
+    fixed = {"hdim_q": 128, "hdim_v": 128}
+    assert _parse_shape("batch=2,nhead_q=2,seqlen_q=64", fixed)["hdim_v"] == 128
+    with pytest.raises(InputError, match="built for hdim_q=128"):
+        _parse_shape("batch=2,nhead_q=2,seqlen_q=64,hdim_q=64", fixed)
+    with pytest.raises(InputError, match="missing hdim_q"):
+        _parse_shape("batch=2,nhead_q=2,seqlen_q=64")          # a family that fixes none
+
+
+def test_repro_prints_small_memory_in_mib():
+    from addrsim.commands.repro import _amount
+    assert _amount(262144) == "0.25 MiB" and _amount(3 * 2**30) == "3.00 GiB" and _amount(200 * 2**20) == "200 MiB"
