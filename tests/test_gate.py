@@ -275,3 +275,14 @@ def test_scan_with_a_baseline_fails_only_on_what_is_new(real_kernel, tmp_path):
     assert "stale accepted entry 2 (gfx950/*)" in p.stdout
     bad = run("--accepted", tmp_path / "old.json")
     assert bad.returncode == 3 and bad.stderr.count("\n") == 1 and str(tmp_path / "old.json") in bad.stderr
+
+
+def test_sarif_splits_a_root_cause_whose_findings_are_only_partly_accepted(tmp_path):
+    """Accepting lse/sbhd alone (README's example entry) must not leave d/sbhd, which shares
+    the formula root cause, unsuppressed and unseen, nor suppress it."""
+    k = _kernel([_cex("lse", "sbhd", cause="formula"), _cex("d", "sbhd", cause="formula")])
+    acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    buffer: lse\n    layout: sbhd\n    reason: latent\n")
+    g = gate([k], None, acc, TODAY)
+    res = to_sarif([{"kernels": [k]}], "0.1.0", gate=g)["runs"][0]["results"]
+    assert [(r["properties"]["checks"], "suppressions" in r) for r in res] == [(["d/sbhd"], False),
+                                                                              (["lse/sbhd"], True)]

@@ -208,6 +208,19 @@ def _cause_result(kernel: dict, r: dict, rule_index: int, root, gate: Optional[d
     return res
 
 
+def _by_acceptance(r: dict, gate: Optional[dict]) -> List[dict]:
+    """The root cause ``r`` as one result, or as two when only some of its findings are
+    accepted: the accepted checks (suppressed) and the others, so that a suppression never
+    hides a finding nobody accepted."""
+    fps = r.get("findings") or []
+    accepted = set((gate or {}).get("accepted") or [])
+    mine = [i for i, fp in enumerate(fps) if fp in accepted]
+    if not mine or len(mine) == len(fps) or len(fps) != len(r["checks"]):
+        return [r]
+    rest = [i for i in range(len(fps)) if i not in mine]
+    return [dict(r, checks=[r["checks"][i] for i in idx], findings=[fps[i] for i in idx]) for idx in (rest, mine)]
+
+
 def _gate_marks(res: dict, fps: List[str], gate: Optional[dict], kernel: dict) -> None:
     """baselineState (§3.27.24) and suppressions (§3.27.23, accepted findings) of a result
     whose findings are ``fps`` (:func:`addrsim.report.gate.cause_state`)."""
@@ -263,7 +276,8 @@ def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike]
     host cast), located at its instruction (address, and listing line for listing input),
     then one ``warning`` per check left unknown, unsupported or unreachable.  With ``gate``
     (:func:`addrsim.report.gate.gate`): ``baselineState`` on each result, one ``absent``
-    result per finding gone since the baseline, and ``suppressions`` for accepted findings.
+    result per finding gone since the baseline, and ``suppressions`` for accepted findings (a
+    root cause with some of its findings accepted is two results, :func:`_by_acceptance`).
     ``root``: make the files under it relative URIs with ``uriBaseId`` ``SRCROOT``
     (§3.14.14), as GitHub code scanning wants."""
     rules: List[dict] = []
@@ -279,7 +293,8 @@ def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike]
     for rep in reports:
         for kernel in rep.get("kernels", []):
             for r in kernel.get("root_causes") or root_causes(kernel):
-                results.append(_cause_result(kernel, r, rule(r["kind"]), root, gate))
+                for part in _by_acceptance(r, gate):
+                    results.append(_cause_result(kernel, part, rule(r["kind"]), root, gate))
             for c in kernel.get("checks", []):
                 if c.get("verdict") not in (Verdict.PROVED, Verdict.COUNTEREXAMPLE):
                     results.append(_undecided_result(kernel, c, rule("undecided"), root, gate))
