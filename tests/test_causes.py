@@ -299,3 +299,15 @@ def test_a_bounds_counterexample_in_bounds_without_wraps_joins_its_wrap_root_cau
     assert [(r["kind"], r["checks"]) for r in rs] == [("wrap", ["dq/sbhd", "q/sbhd bounds"]),
                                                       ("bounds", ["k/sbhd bounds"])]
     assert rs[0]["boundary"] == {"sbhd": "batch*nhead_q >= 2**15"}
+
+
+def test_text_names_the_obligation_of_a_routing_left_undecided():
+    c = _cex("dq", "sbhd", overflow=[_site(0x2c5c)])
+    c["routing"] = {"reachable": None, "host": "h", "masked_by": [], "entry_points": [
+        {"entry": "fmha_v3_bwd", "verdict": "unknown", "reachable": None, "masked_by": [], "shape": None,
+         "reason": "check budget spent", "smt2": "/o/k.dq.sbhd.address.bv.routed-fmha_v3_bwd.smt2"}]}
+    buf = io.StringIO()
+    print_table({"kernels": [_kernel([c])]}, buf)
+    text = buf.getvalue()
+    assert "dq/sbhd through fmha_v3_bwd (unknown): /o/k.dq.sbhd.address.bv.routed-fmha_v3_bwd.smt2" in text
+    assert "not decided (the routed check is unknown: check budget spent)" in text

@@ -129,13 +129,16 @@ def emit(report: dict, json_path: Optional[str], text) -> Optional[int]:
 
 
 def smt_dir(args) -> str:
+    """The folder of undecided obligations (absolute, so that scan's report cache keys one
+    folder by one name): --smt-dir, else ``addrsim-smt2`` next to the --json, --sarif or
+    --junit file, else in the current directory."""
     import os
     if args.smt_dir:
-        return args.smt_dir
+        return os.path.abspath(args.smt_dir)
     for f in (getattr(args, "json", None), getattr(args, "sarif", None), getattr(args, "junit", None)):
         if f and f != "-":
             return os.path.join(os.path.dirname(os.path.abspath(f)), "addrsim-smt2")
-    return "addrsim-smt2"
+    return os.path.abspath("addrsim-smt2")
 
 
 def fail(e) -> int:

@@ -306,7 +306,8 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
                 by_buf.setdefault(tag, {})[c["layout"]] = c["verdict"]
                 counts[c["verdict"]] = counts.get(c["verdict"], 0) + 1
                 if c["verdict"] == Verdict.COUNTEREXAMPLE:
-                    kind = "latent" if (c.get("routing") or {}).get("reachable") is False else "reachable"
+                    kind = {True: "reachable", False: "latent"}.get((c.get("routing") or {}).get("reachable"),
+                                                                     "routing unknown")
                     counts[f"counterexample ({kind})"] = counts.get(f"counterexample ({kind})", 0) + 1
             cells = []
             for b, v in by_buf.items():

@@ -48,10 +48,14 @@ class EntryRouting:
     masked_by: List[str] = field(default_factory=list)
     shape: Optional[Dict[str, int]] = None
     reason: str = ""
+    smt2: str = ""            # the routed check's undecided obligation (SMT-LIB2 file), if it wrote one
 
     def json(self) -> dict:
-        return {"entry": self.entry, "verdict": self.verdict, "reachable": self.reachable,
-                "masked_by": self.masked_by, "shape": self.shape, "reason": self.reason}
+        out = {"entry": self.entry, "verdict": self.verdict, "reachable": self.reachable,
+               "masked_by": self.masked_by, "shape": self.shape, "reason": self.reason}
+        if self.smt2:
+            out["smt2"] = self.smt2
+        return out
 
 
 @dataclass
@@ -254,7 +258,7 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None,
         out.append(EntryRouting(e, r.verdict, reach if res.verdict == Verdict.COUNTEREXAMPLE else
                                 (None if r.verdict not in (Verdict.PROVED, Verdict.UNREACHABLE) else False),
                                 masked, r.counterexample.shape if r.counterexample is not None else None,
-                                r.reason or ""))
+                                r.reason or "", r.smt2 or ""))
     verdicts = [x.verdict for x in out]
     if Verdict.COUNTEREXAMPLE in verdicts:
         v = Verdict.COUNTEREXAMPLE

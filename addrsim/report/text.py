@@ -205,6 +205,12 @@ def _print_undecided(k: dict, out) -> None:
         for c in cs:
             if c.get("smt2"):
                 out.write(f"      {_name(c)}: obligation in {c['smt2']}\n")
+    routed = [(c, e) for c in k.get("checks") or [] for e in (c.get("routing") or {}).get("entry_points") or []
+              if e.get("smt2")]
+    if routed:
+        out.write("\n  routing left undecided (the routed check's obligation):\n")
+        for c, e in routed:
+            out.write(f"      {_name(c)} through {e['entry']} ({e['verdict']}): {e['smt2']}\n")
 
 
 def _print_proved(k: dict, out) -> None:
