@@ -85,6 +85,19 @@ def test_lse_rows_plot(kernels, tmp_path):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_repro_at_a_group_mode_shape_ends(tmp_path):
+    """A breaker's case: minimisation at a --shape of a group-mode example asked a box and got
+    the same counterexample back, outside it, for ever; now it stops (not proven minimal)."""
+    import subprocess
+    import sys
+    co = build("group_lse_batchmode", tmp_path)
+    p = subprocess.run([sys.executable, "-m", "addrsim", "repro", str(co), "--model", MODEL, "--buffer", "lse",
+                        "--layout", "bhsd", "--shape", "batch=2,nhead_q=1,seqlen_q=64", "-o", str(tmp_path / "r.py")],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    compile((tmp_path / "r.py").read_text(), "r.py", "exec")
+
+
 @pytest.mark.parametrize("bound,words", [("batch=4:1", "empty range"), ("batch=3:8", "outside --bound batch=3:8")])
 def test_repro_refuses_a_bound_that_its_shape_breaks(kernels, tmp_path, capsys, bound, words):
     out = tmp_path / "r.py"

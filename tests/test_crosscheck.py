@@ -375,4 +375,4 @@ def test_repro_shape_takes_the_familys_head_dims():
 
 def test_repro_prints_small_memory_in_mib():
     from addrsim.commands.repro import _amount
-    assert _amount(262144) == "0.25 MiB" and _amount(3 * 2**30) == "3.00 GiB" and _amount(200 * 2**20) == "200 MiB"
+    assert _amount(262144) == "256.0 KiB" and _amount(3 * 2**20) == "3.00 MiB" and _amount(3 * 2**30) == "3.00 GiB" and _amount(200 * 2**20) == "200 MiB"

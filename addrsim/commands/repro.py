@@ -361,9 +361,11 @@ def run(args) -> int:
 
 
 def _amount(n: float) -> str:
-    """Bytes as GiB from 1 GiB up, else MiB (2 decimals under 10 MiB)."""
+    """Bytes as GiB from 1 GiB up, MiB from 1 MiB (2 decimals under 10 MiB), else KiB."""
     if n >= 2**30:
         return f"{n / 2**30:.2f} GiB"
+    if n < 2**20:
+        return f"{n / 2**10:.1f} KiB"
     return f"{n / 2**20:.2f} MiB" if n < 10 * 2**20 else f"{n / 2**20:.0f} MiB"
 
 

@@ -853,7 +853,10 @@ def _least(q: Query, model, var: str, lo: int, names, attempt, from_below: bool 
             return best, True
         got, m = attempt(a, best[var] - 1)
         if got == "sat":
-            best = _eval_floor(q, m, var, lo, names)
+            lower = _eval_floor(q, m, var, lo, names)
+            if lower[var] >= best[var]:
+                return best, False             # a model outside the box asked: no progress, stop honestly
+            best = lower
         elif got == "unsat":
             return best, True
         else:
@@ -867,7 +870,10 @@ def _least(q: Query, model, var: str, lo: int, names, attempt, from_below: bool 
         if got == "stop":
             return best, False
         if got == "sat":
-            best = _eval_floor(q, m, var, lo, names)
+            lower = _eval_floor(q, m, var, lo, names)
+            if lower[var] >= best[var]:
+                return best, False             # a model outside the box asked: no progress, stop honestly
+            best = lower
             step = None
         elif got == "unsat":
             a = u + 1
