@@ -98,6 +98,25 @@ def test_repro_at_a_group_mode_shape_ends(tmp_path):
     compile((tmp_path / "r.py").read_text(), "r.py", "exec")
 
 
+@pytest.mark.parametrize("argv,words", [
+    (["verify", "{co}", "--html", "{co}"], "is an input of this command"),
+    (["verify", "{co}", "--json", "{model}"], "is an input of this command"),
+    (["verify", "{co}", "--json", "{out}", "--html", "{out}"], "one output would overwrite the other"),
+    (["scan", "--no-progress", "{co}", "--json", "{out}", "--sarif", "{out}"], "one output would overwrite the other"),
+    (["repro", "{co}", "--buffer", "lse", "--layout", "sbhd", "-o", "{co}"], "is an input of this command")])
+def test_an_output_never_overwrites_an_input_or_another_output(kernels, tmp_path, capsys, argv, words):
+    import shutil
+    co, model = tmp_path / "k.co", tmp_path / "m.yaml"
+    shutil.copy(kernels["lsed_bas_shortcut"], co)
+    shutil.copy(MODEL, model)
+    before = co.read_bytes(), model.read_bytes()
+    args = [a.format(co=co, model=model, out=tmp_path / "same.out") for a in argv]
+    code = main(args + ["--model", str(model)] + (BOUNDS if argv[0] != "repro" else []))
+    err = capsys.readouterr().err
+    assert code == 3 and words in err and len(err.strip().splitlines()) == 1, err
+    assert (co.read_bytes(), model.read_bytes()) == before and not (tmp_path / "same.out").exists()
+
+
 @pytest.mark.parametrize("bound,words", [("batch=4:1", "empty range"), ("batch=3:8", "outside --bound batch=3:8")])
 def test_repro_refuses_a_bound_that_its_shape_breaks(kernels, tmp_path, capsys, bound, words):
     out = tmp_path / "r.py"

@@ -195,12 +195,24 @@ def test_every_entry_that_matches_is_in_use_and_output_cannot_be_forged(tmp_path
     assert "\nFAKE LINE" not in text and "\x1b" not in text and "none\\nFAKE LINE" in text
 
 
+K = '"file": "k.co", "arch": "gfx942", "kernel": "_Zk",'
+
+
 @pytest.mark.parametrize("text,words", [("{", "not JSON"), ('{"tool": "other"}', "not an addrsim --json report"),
                                         ("[1, 2]", "not an addrsim --json report"),
-                                        ('{"tool": "addrsim", "kernels": [{"checks": [{"buffer": "lse", '
-                                         '"layout": "sbhd", "verdict": 5}]}]}', "a known verdict"),
-                                        ('{"tool": "addrsim", "kernels": [{"checks": [{"buffer": null, '
-                                         '"layout": "sbhd", "verdict": "proved"}]}]}', "a string buffer")])
+                                        ('{"tool": "addrsim", "kernels": [{%s "checks": [{"buffer": "lse", '
+                                         '"layout": "sbhd", "verdict": 5}]}]}' % K, "a known verdict"),
+                                        ('{"tool": "addrsim", "kernels": [{%s "checks": [{"buffer": "lse", '
+                                         '"layout": "sbhd", "verdict": [1]}]}]}' % K, "a known verdict"),
+                                        ('{"tool": "addrsim", "kernels": [{%s "checks": [{"buffer": "lse", '
+                                         '"layout": "sbhd", "verdict": "counterexample", "cause": {}}]}]}' % K,
+                                         "a known verdict"),
+                                        ('{"tool": "addrsim", "kernels": [{%s "checks": [{"buffer": null, '
+                                         '"layout": "sbhd", "verdict": "proved"}]}]}' % K, "a string buffer"),
+                                        ('{"tool": "addrsim", "kernels": [{"arch": "gfx942", "kernel": 5, '
+                                         '"file": "k.co", "checks": []}]}', "a string file, arch and kernel"),
+                                        ('{"tool": "addrsim", "kernels": [{"arch": "gfx942", "kernel": "_Zk", '
+                                         '"checks": []}]}', "a string file, arch and kernel")])
 def test_bad_baselines_are_one_line_naming_the_file(tmp_path, text, words):
     f = tmp_path / "old.json"
     f.write_text(text)

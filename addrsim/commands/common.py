@@ -1,7 +1,7 @@
 """What the CLI commands share: the argument parser, common options, output checks, emitting.
 
 Owns :class:`Parser` (usage errors are one line, exit 3), the option types, :func:`add_common`,
-:func:`check_output`, :func:`emit`, :func:`smt_dir` and :func:`fail`.  May import addrsim.errors.
+:func:`check_output`, :func:`check_outputs`, :func:`emit`, :func:`smt_dir` and :func:`fail`.  May import addrsim.errors.
 """
 from __future__ import annotations
 
@@ -108,6 +108,31 @@ def check_output(path: Optional[str], what: str) -> None:
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d) or not os.access(d, os.W_OK):
         raise InputError(path, f"{what}: cannot write here (folder {d} missing or not writable)")
+
+
+def check_outputs(args, flags) -> None:
+    """Every output of ``flags`` ((attribute, option) pairs of ``args``) can be created
+    (:func:`check_output`), no two name one file, and none is a file the command reads (any
+    other option or argument naming an existing file: the kernel, a model, --like,
+    --accepted, --baseline ...).  Raises InputError before any work is done."""
+    import os
+    outs = [(getattr(args, a, None), opt) for a, opt in flags]
+    outs = [(p, opt) for p, opt in outs if p and p != "-"]
+    for p, opt in outs:
+        check_output(p, opt)
+    seen = {}
+    for p, opt in outs:
+        real = os.path.realpath(p)
+        if real in seen:
+            raise InputError(p, f"{opt}: the same file as {seen[real]}: one output would overwrite the other")
+        seen[real] = opt
+    taken = {a for a, _ in flags}
+    for name, value in vars(args).items():
+        if name in taken:
+            continue
+        for v in value if isinstance(value, (list, tuple)) else [value]:
+            if isinstance(v, str) and os.path.isfile(v) and os.path.realpath(v) in seen:
+                raise InputError(v, f"{seen[os.path.realpath(v)]}: is an input of this command (would be overwritten)")
 
 
 def emit(report: dict, json_path: Optional[str], text) -> Optional[int]:

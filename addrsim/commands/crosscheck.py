@@ -54,7 +54,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS
-from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_output, emit
+from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_outputs, emit
 from addrsim.errors import AddrsimError
 from addrsim.prove.verdict import Verdict
 
@@ -309,8 +309,7 @@ def run(args) -> int:
                 raise InputError("--buffer", f"crosscheck reads LSE and D: {b!r} is not one of lse, d")
         if args.cases < 1:
             raise InputError("--cases", "needs at least 1 case per layout")
-        for path, what in ((args.plot, "--plot"), (args.plan_out, "--plan-out"), (args.json, "--json")):
-            check_output(path, what)
+        check_outputs(args, (("plot", "--plot"), ("plan_out", "--plan-out"), ("json", "--json")))
         af = AddressFunction(args.file, buffers, models, like=args.like)
         layouts = args.layout or list(DEFAULT_LAYOUTS)
         for lay in layouts:

@@ -37,7 +37,7 @@ from addrsim.errors import InputError
 import sys
 
 from addrsim.commands.common import (EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, budgets_of,
-                                     check_output, emit, query_store, smt_dir)
+                                     check_outputs, emit, query_store, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
 from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
@@ -303,7 +303,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     try:
-        check_output(args.json, "--json")
+        check_outputs(args, (("json", "--json"),))
         models = load_models(list(args.model) + list(args.layouts))
         rep = diff(args.old, args.new, args.buffer or None, args.layout or DEFAULT_LAYOUTS, like=args.like,
                    like_old=args.like_old, like_new=args.like_new, properties=args.check, models=models,

@@ -32,7 +32,7 @@ import sys
 from typing import Dict, Optional
 
 from addrsim.api import verify
-from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_output
+from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_outputs
 from addrsim.errors import AddrsimError, InputError
 from addrsim.model.layout import VIEWS
 from addrsim.model.models import load_models
@@ -290,7 +290,7 @@ def _within_bounds(shape: Dict[str, int], bounds) -> None:
 def run(args) -> int:
     from addrsim.loader.listing import load_source
     try:
-        check_output(args.output, "-o")
+        check_outputs(args, (("output", "-o"),))
         models = load_models(list(args.model))
         kern = load_source(args.file, args.like).co.kernels[0].symbol
         coords, why, prediction, latent = None, "", None, None

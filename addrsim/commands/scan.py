@@ -36,7 +36,7 @@ import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
 from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, budgets_of,
-                                     cache_dir_of, check_output, smt_dir)
+                                     cache_dir_of, check_outputs, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
@@ -438,8 +438,7 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     layouts = args.layout or list(DEFAULT_LAYOUTS)
     try:
-        for flag in ("json", "sarif", "junit", "html"):      # before the work, not after it
-            check_output(getattr(args, flag), f"--{flag}")
+        check_outputs(args, [(f, f"--{f}") for f in ("json", "sarif", "junit", "html")])   # before the work
         if args.html in ("", "-"):
             raise InputError("--html", "the page is written to a file: give its name")
         baseline = load_baseline(args.baseline) if args.baseline is not None else None

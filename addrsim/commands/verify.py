@@ -8,7 +8,7 @@ from __future__ import annotations
 import sys
 
 from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, budgets_of,
-                                     check_output, emit, fail, progress_bar, query_store, smt_dir)
+                                     check_outputs, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
 from addrsim.errors import AddrsimError, InputError
@@ -50,8 +50,7 @@ def run(args) -> int:
         return EXIT_BAD_INPUT
     bar = progress_bar(args, "addrsim verify", "check")
     try:
-        check_output(args.json, "--json")
-        check_output(args.html, "--html")
+        check_outputs(args, (("json", "--json"), ("html", "--html")))
         if args.html in ("", "-"):
             raise InputError("--html", "the page is written to a file: give its name")
         models = load_models(list(args.model) + list(args.layouts))

@@ -80,7 +80,10 @@ def load_baseline(path: str) -> Dict[str, str]:
     if not isinstance(data, dict) or data.get("tool") != "addrsim" or not isinstance(data.get("kernels"), list):
         raise InputError(path, "the baseline is not an addrsim --json report (no \"tool\": \"addrsim\" with kernels)")
     for k in data["kernels"]:
-        checks = k.get("checks") if isinstance(k, dict) else None
+        if not isinstance(k, dict) or not all(isinstance(k.get(f), str) for f in ("file", "arch", "kernel")):
+            raise InputError(path, "the baseline is not an addrsim --json report (a kernel without a string "
+                                   "file, arch and kernel symbol)")
+        checks = k.get("checks")
         if not isinstance(checks, list) or not all(_check_ok(c) for c in checks):
             raise InputError(path, "the baseline is not an addrsim --json report (a kernel without a list of checks "
                                    "with a string buffer and layout and a known verdict)")
@@ -89,9 +92,9 @@ def load_baseline(path: str) -> Dict[str, str]:
 
 def _check_ok(c) -> bool:
     verdicts = {str(v) for v in Verdict}
-    return (isinstance(c, dict) and c.get("verdict") in verdicts and isinstance(c.get("buffer"), str)
-            and isinstance(c.get("layout"), str) and isinstance(c.get("property", "address"), str)
-            and isinstance(c.get("cause") or "", str))
+    return (isinstance(c, dict) and isinstance(c.get("verdict"), str) and c["verdict"] in verdicts
+            and isinstance(c.get("buffer"), str) and isinstance(c.get("layout"), str)
+            and isinstance(c.get("property", "address"), str) and isinstance(c.get("cause", ""), (str, type(None))))
 
 
 MAX_BYTES = 64 << 20
