@@ -117,6 +117,16 @@ def test_an_output_never_overwrites_an_input_or_another_output(kernels, tmp_path
     assert (co.read_bytes(), model.read_bytes()) == before and not (tmp_path / "same.out").exists()
 
 
+@pytest.mark.parametrize("cmd", ["verify", "scan", "diff", "repro"])
+def test_a_name_bounded_twice_is_refused_not_replaced(kernels, capsys, cmd):
+    """`--bound batch=2:8 --bound batch=1:1` kept only the last range (and proved SBHD)."""
+    co = str(kernels["lsed_bas_shortcut"])
+    files = {"verify": [co], "scan": ["--no-progress", co], "diff": [co, co], "repro": [co, "--layout", "sbhd"]}[cmd]
+    code = main([cmd, *files, "--model", MODEL, "--buffer", "lse", "--bound", "batch=2:8", "--bound", "batch=1:1"])
+    err = capsys.readouterr().err
+    assert code == 3 and "batch is bounded twice" in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("bound,words", [("batch=4:1", "empty range"), ("batch=3:8", "outside --bound batch=3:8")])
 def test_repro_refuses_a_bound_that_its_shape_breaks(kernels, tmp_path, capsys, bound, words):
     out = tmp_path / "r.py"

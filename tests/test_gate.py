@@ -293,8 +293,11 @@ def test_sarif_splits_a_root_cause_whose_findings_are_only_partly_accepted(tmp_p
     """Accepting lse/sbhd alone (README's example entry) must not leave d/sbhd, which shares
     the formula root cause, unsuppressed and unseen, nor suppress it."""
     k = _kernel([_cex("lse", "sbhd", cause="formula"), _cex("d", "sbhd", cause="formula")])
+    k["checks"][0]["counterexample"]["shape"]["batch"] = 1          # lse/sbhd is the smaller
     acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    buffer: lse\n    layout: sbhd\n    reason: latent\n")
     g = gate([k], None, acc, TODAY)
     res = to_sarif([{"kernels": [k]}], "0.1.0", gate=g)["runs"][0]["results"]
     assert [(r["properties"]["checks"], "suppressions" in r) for r in res] == [(["d/sbhd"], False),
                                                                               (["lse/sbhd"], True)]
+    assert [r["properties"]["smallest"]["check"] for r in res] == ["d/sbhd", "lse/sbhd"]
+    assert "(lse/sbhd)" not in res[0]["message"]["text"]

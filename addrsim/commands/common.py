@@ -33,6 +33,20 @@ def bound_arg(text: str):
 
 
 
+def bounds_of(args) -> dict:
+    """The --bound options as name -> (min, max).  Raises InputError when a name is bounded
+    twice (the later one would silently replace the earlier) or a range is empty."""
+    out = {}
+    for name, (lo, hi) in getattr(args, "bound", None) or []:
+        if name in out:
+            raise InputError("--bound", f"{name} is bounded twice ({name}={out[name][0]}:{out[name][1]} and "
+                                        f"{name}={lo}:{hi}): give one range")
+        if lo > hi:
+            raise InputError("--bound", f"{name}={lo}:{hi} is an empty range (MIN > MAX)")
+        out[name] = (lo, hi)
+    return out
+
+
 def props_arg(text: str):
     out = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in out if t not in ("address", "bounds")]

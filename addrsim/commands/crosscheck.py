@@ -54,7 +54,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS
-from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_outputs, emit
+from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, bounds_of, check_outputs, emit
 from addrsim.errors import AddrsimError
 from addrsim.prove.verdict import Verdict
 
@@ -338,7 +338,7 @@ def run(args) -> int:
             if not torch.cuda.is_available():
                 raise InputError("--backend", "the triton backend needs a CUDA GPU (torch.cuda.is_available() is False)")
         cases = build_cases(af, args.file, layouts, args.cases, like=args.like, timeout_ms=args.timeout,
-                            bounds=dict(args.bound) or None,
+                            bounds=bounds_of(args) or None,
                             progress=lambda m: sys.stderr.write(f"addrsim: {m}\n"))
         plan = {"tool": "addrsim", "kernel": af.sub.kernel.symbol, "file": str(args.file),
                 "cases": [plan_case(af, c, args.file) for c in cases]}

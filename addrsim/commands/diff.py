@@ -36,7 +36,7 @@ from addrsim.api import DEFAULT_LAYOUTS, verify
 from addrsim.errors import InputError
 import sys
 
-from addrsim.commands.common import (EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, budgets_of,
+from addrsim.commands.common import (EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      check_outputs, emit, query_store, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
@@ -307,7 +307,7 @@ def run(args) -> int:
         models = load_models(list(args.model) + list(args.layouts))
         rep = diff(args.old, args.new, args.buffer or None, args.layout or DEFAULT_LAYOUTS, like=args.like,
                    like_old=args.like_old, like_new=args.like_new, properties=args.check, models=models,
-                   bounds=dict(args.bound), arith=args.arith, **budgets_of(args),
+                   bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
                    memory_gib=args.memory_gib, smt_dir=smt_dir(args), cache=query_store(args),
                    host=args.host, routed=args.routed)
     except AddrsimError as e:

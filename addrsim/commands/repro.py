@@ -32,7 +32,7 @@ import sys
 from typing import Dict, Optional
 
 from addrsim.api import verify
-from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, check_outputs
+from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, bounds_of, check_outputs
 from addrsim.errors import AddrsimError, InputError
 from addrsim.model.layout import VIEWS
 from addrsim.model.models import load_models
@@ -296,7 +296,7 @@ def run(args) -> int:
         coords, why, prediction, latent = None, "", None, None
         if args.shape is not None:
             shape = _parse_shape(args.shape, _family_fixed(args, models))
-            _within_bounds(shape, args.bound)
+            _within_bounds(shape, bounds_of(args).items())
             memory = _fits_or_offer(args, models, shape)
             from addrsim.commands.crosscheck import _predict
             pred, chk = _predict(args.file, args.layout, shape, [args.buffer], models, args.like, args.timeout)
@@ -309,7 +309,7 @@ def run(args) -> int:
                 coords = (chk["counterexample"]["coords"]["batch_id"], chk["counterexample"]["coords"]["head_id"])
                 latent = _latent(chk)
         else:
-            rep = verify(args.file, [args.buffer], [args.layout], models=models, bounds=dict(args.bound),
+            rep = verify(args.file, [args.buffer], [args.layout], models=models, bounds=bounds_of(args),
                          timeout_ms=args.timeout, properties=("address",), like=args.like)
             c = rep["kernels"][0]["checks"][0]
             if c["verdict"] != Verdict.COUNTEREXAMPLE:

@@ -35,7 +35,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
-from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, budgets_of,
+from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      cache_dir_of, check_outputs, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.prove.options import MIN_MRU
@@ -455,7 +455,7 @@ def run(args) -> int:
         corpus = collect(args.inputs, ms, aiter=args.aiter, like=args.like)
         if not corpus.files:
             raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
-        reports = scan(corpus, args.buffer or None, layouts, files, dict(args.bound), budgets_of(args), args.jobs,
+        reports = scan(corpus, args.buffer or None, layouts, files, bounds_of(args), budgets_of(args), args.jobs,
                        progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
                        arith=args.arith, memory_gib=args.memory_gib,
                        smt_dir=smt_dir(args), properties=args.check, host=args.host, routed=args.routed,

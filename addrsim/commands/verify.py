@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, budgets_of,
+from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      check_outputs, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
@@ -56,7 +56,7 @@ def run(args) -> int:
         models = load_models(list(args.model) + list(args.layouts))
         cache = query_store(args)
         reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
-                          bounds=dict(args.bound), arith=args.arith, **budgets_of(args),
+                          bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
                           memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
                           like=args.like, host=args.host, routed=args.routed, progress=bar, cache=cache,
                           jobs=args.jobs)

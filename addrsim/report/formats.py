@@ -31,7 +31,7 @@ counterexample is a ``<failure>``, an unknown or unsupported verdict an ``<error
 from __future__ import annotations
 
 from addrsim.prove.verdict import Verdict
-from addrsim.report.causes import check_name, root_causes, smallest_check
+from addrsim.report.causes import check_name, root_causes, smallest_check, smallest_of
 from addrsim.report.gate import cause_state, fingerprint
 import io
 import json
@@ -208,7 +208,7 @@ def _cause_result(kernel: dict, r: dict, rule_index: int, root, gate: Optional[d
     return res
 
 
-def _by_acceptance(r: dict, gate: Optional[dict]) -> List[dict]:
+def _by_acceptance(kernel: dict, r: dict, gate: Optional[dict]) -> List[dict]:
     """The root cause ``r`` as one result, or as two when only some of its findings are
     accepted: the accepted checks (suppressed) and the others, so that a suppression never
     hides a finding nobody accepted."""
@@ -218,7 +218,14 @@ def _by_acceptance(r: dict, gate: Optional[dict]) -> List[dict]:
     if not mine or len(mine) == len(fps) or len(fps) != len(r["checks"]):
         return [r]
     rest = [i for i in range(len(fps)) if i not in mine]
-    return [dict(r, checks=[r["checks"][i] for i in idx], findings=[fps[i] for i in idx]) for idx in (rest, mine)]
+    out = []
+    for idx in (rest, mine):
+        names = {r["checks"][i] for i in idx}
+        cs = [c for c in kernel.get("checks") or [] if c.get("verdict") == Verdict.COUNTEREXAMPLE
+              and check_name(c) in names]
+        out.append(dict(r, checks=[r["checks"][i] for i in idx], findings=[fps[i] for i in idx],
+                        smallest=smallest_of(cs) or r.get("smallest")))
+    return out
 
 
 def _gate_marks(res: dict, fps: List[str], gate: Optional[dict], kernel: dict) -> None:
@@ -293,7 +300,7 @@ def to_sarif(reports: List[dict], tool_version: str, *, root: Optional[PathLike]
     for rep in reports:
         for kernel in rep.get("kernels", []):
             for r in kernel.get("root_causes") or root_causes(kernel):
-                for part in _by_acceptance(r, gate):
+                for part in _by_acceptance(kernel, r, gate):
                     results.append(_cause_result(kernel, part, rule(r["kind"]), root, gate))
             for c in kernel.get("checks", []):
                 if c.get("verdict") not in (Verdict.PROVED, Verdict.COUNTEREXAMPLE):

@@ -139,7 +139,9 @@ def _print_cause(r: dict, k: dict, out) -> None:
     if sm:
         shape = " ".join(f"{a}={b}" for a, b in sm["shape"].items())
         mem = f"; {_size(sm['memory_bytes'])}" if sm.get("memory_bytes") else ""
-        mark = "" if sm.get("minimal", True) else ", not proven minimal: the minimisation budget ran out"
+        mark = "" if sm.get("minimal", True) else (
+            ", the first failing shape found: loop counterexamples are not minimised" if r["kind"] == "loop"
+            else ", not proven minimal: the minimisation budget ran out")
         out.write(f"    smallest shape: {shape} ({sm['check']}{mark}{mem})\n")
         c = smallest_check(k, r)
         if c is not None:
@@ -169,7 +171,9 @@ def _print_counterexample(c: dict, out) -> None:
     x = c["counterexample"]
     tag = _name(c)
     shape = " ".join(f"{n}={v}" for n, v in x["shape"].items())
-    mark = "" if x.get("minimal", True) else " (not proven minimal: the minimisation budget ran out)"
+    mark = "" if x.get("minimal", True) else (
+        " (the first failing shape found: loop counterexamples are not minimised)" if c.get("cause") == Cause.LOOP
+        else " (not proven minimal: the minimisation budget ran out)")
     out.write(f"\n  {tag}: counterexample at {shape}{mark}\n")
     if c.get("cause") == Cause.LOOP:
         out.write(f"    LOOP: {c['reason']}\n")
