@@ -311,3 +311,19 @@ def test_text_names_the_obligation_of_a_routing_left_undecided():
     text = buf.getvalue()
     assert "dq/sbhd through fmha_v3_bwd (unknown): /o/k.dq.sbhd.address.bv.routed-fmha_v3_bwd.smt2" in text
     assert "not decided (the routed check is unknown: check budget spent)" in text
+
+
+def test_a_formula_root_cause_is_named_by_its_no_wrap_difference_in_shape_terms(tmp_path):
+    """examples/lsed_bas_shortcut.s keeps its offsets in 64-bit carry chains: the difference in
+    kernel-argument terms carries ult/mulhu terms and the LSE pointer; the root cause reads the
+    no-wrap difference in shape variables, and LSE and D are one cause."""
+    from addrsim.api import verify
+    from test_examples import MODEL, build
+    rep = verify(build("lsed_bas_shortcut", tmp_path), buffers=["lse", "d"], model_files=[MODEL],
+                 layouts=["sbhd"], properties=["address"])
+    k = rep["kernels"][0]
+    assert all("ult" not in c["difference_shape"] and "Lse" not in c["difference_shape"] for c in k["checks"])
+    [r] = [r for r in root_causes(k) if r["kind"] == "formula"]
+    assert r["checks"] == ["lse/sbhd", "d/sbhd"]
+    assert r["title"].endswith("extracted - expected = -4*batch_id*nhead_q*(seqlen_q - 1)")
+    assert r["boundary"] == {"sbhd": "batch >= 2 and seqlen_q >= 2"}

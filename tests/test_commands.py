@@ -127,6 +127,16 @@ def test_a_name_bounded_twice_is_refused_not_replaced(kernels, capsys, cmd):
     assert code == 3 and "batch is bounded twice" in err and len(err.strip().splitlines()) == 1, err
 
 
+@pytest.mark.parametrize("extra,words", [(["--layout", "nosuch"], "--layout: unknown layout 'nosuch'"),
+                                         (["--layout", "sbhd", "--shape", "batch=5000,nhead_q=1,seqlen_q=64"],
+                                          "batch=5000 is outside the models' shape bounds batch=1:4096")])
+def test_repro_refuses_an_unknown_layout_and_a_shape_outside_the_models(kernels, capsys, extra, words):
+    shape = [] if "--shape" in extra else ["--shape", "batch=2,nhead_q=1,seqlen_q=64"]
+    code = main(["repro", str(kernels["lsed_bas_shortcut"]), "--model", MODEL, "--buffer", "lse", *extra, *shape])
+    err = capsys.readouterr().err
+    assert code == 3 and words in err and len(err.strip().splitlines()) == 1, err
+
+
 @pytest.mark.parametrize("bound,words", [("batch=4:1", "empty range"), ("batch=3:8", "outside --bound batch=3:8")])
 def test_repro_refuses_a_bound_that_its_shape_breaks(kernels, tmp_path, capsys, bound, words):
     out = tmp_path / "r.py"

@@ -295,7 +295,9 @@ def run(args) -> int:
         kern = load_source(args.file, args.like).co.kernels[0].symbol
         coords, why, prediction, latent = None, "", None, None
         if args.shape is not None:
-            shape = _parse_shape(args.shape, _family_fixed(args, models))
+            fixed, declared = _family_sizes(args, models)
+            shape = _parse_shape(args.shape, fixed)
+            _in_declared(shape, declared)
             _within_bounds(shape, bounds_of(args).items())
             memory = _fits_or_offer(args, models, shape)
             from addrsim.commands.crosscheck import _predict
@@ -378,18 +380,28 @@ def _latent(check: dict) -> Optional[tuple]:
     return None
 
 
-def _family_fixed(args, models) -> Dict[str, int]:
-    """The sizes the kernel's family fixes (``fixed`` in models/fmha_bwd_v3.yaml: hdim_q,
-    hdim_v), from the problem of the kernel in the chosen layout; {} when it fixes none."""
+def _family_sizes(args, models):
+    """(the sizes the kernel's family fixes: ``fixed`` in models/fmha_bwd_v3.yaml, hdim_q and
+    hdim_v; the declared range of every shape variable), from the problem of the kernel in
+    the chosen layout.  Raises InputError for a layout the models do not define."""
     from addrsim.ir.expr import Sym
     from addrsim.loader.listing import load_source
     from addrsim.model.problem import build_problem
+    if args.layout not in models.layouts:
+        raise InputError("--layout", f"unknown layout {args.layout!r} (the models define "
+                                     f"{', '.join(sorted(models.layouts))})")
     co = load_source(args.file, args.like).co
-    try:
-        prob = build_problem(models, co.kernels[0], args.layout, Sym("tid_x", 32, "lane"), {}, co.arch, None)
-    except AddrsimError:   # the layout or family is reported by the later steps
-        return {}
-    return dict(prob.fixed)
+    prob = build_problem(models, co.kernels[0], args.layout, Sym("tid_x", 32, "lane"), {}, co.arch, None)
+    return dict(prob.fixed), dict(prob.declared)
+
+
+def _in_declared(shape: Dict[str, int], declared) -> None:
+    """Refuse a --shape outside the shape bounds the models declare (the domain the verdicts
+    are about).  Raises InputError."""
+    for k, v in shape.items():
+        lo, hi = declared.get(k, (v, v))
+        if not lo <= v <= hi:
+            raise InputError("--shape", f"{k}={v} is outside the models' shape bounds {k}={lo}:{hi}")
 
 
 def _fits_or_offer(args, models, shape: Dict[str, int]) -> int:

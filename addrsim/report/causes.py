@@ -58,7 +58,8 @@ def _key(c: dict) -> Tuple:
             return ("wrap", site["pc"])
         return ("wrap", None, site.get("formula") or site["text"])
     if cause == Cause.FORMULA:
-        return ("formula", c["layout"], _own_pointer_out(c.get("difference") or "", c["buffer"]))
+        return ("formula", c["layout"], c.get("difference_shape")
+                or _own_pointer_out(c.get("difference") or "", c["buffer"]))
     if cause == Cause.LOOP:
         m = re.search(r"loop (0x[0-9a-f]+-0x[0-9a-f]+)", c.get("reason") or "")
         return ("loop", m.group(1) if m else c["buffer"])

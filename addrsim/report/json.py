@@ -35,16 +35,22 @@ def _overflow_json(c: Check, lines: Optional[Dict[int, int]]) -> list:
     return out
 
 
-def _shape_offset(c: Check) -> str:
+def _shape_offset(c: Check, minus_expected: bool = False) -> str:
     """The extracted byte offset in shape variables (the layout's contract substituted, the
-    reading where no 32-bit value wraps; grid ids and the lane stay), factored; "" when the
-    formulas were not expanded."""
-    if c.shape_offset_sym is None:
+    reading where no 32-bit value wraps; grid ids and the lane stay), factored; with
+    ``minus_expected`` the same minus the model's expected offset (the difference a formula
+    root cause is named by: no carry terms, no pointer).  "" when the formulas were not
+    expanded."""
+    if c.shape_offset_sym is None or (minus_expected and c.problem is None):
         return ""
     try:
         import sympy
-        e = c.shape_offset_sym.replace(lambda x: isinstance(x, sympy.floor) and x.args[0].is_integer,
-                                       lambda x: x.args[0])    # the floor of an integer: the lane terms cancel
+        e = c.shape_offset_sym
+        if minus_expected:
+            from addrsim.backends.sympy_text import to_sympy_nowrap
+            e = e - to_sympy_nowrap(c.problem.expected[c.buffer])
+        e = e.replace(lambda x: isinstance(x, sympy.floor) and x.args[0].is_integer,
+                      lambda x: x.args[0])    # the floor of an integer: the lane terms cancel
         return str(sympy.factor_terms(sympy.expand(e)))
     except Exception:    # display only
         return ""
@@ -62,6 +68,8 @@ def check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
         out["extracted_shape"] = shape_form
     if c.verdict == Verdict.COUNTEREXAMPLE:
         out["cause"] = str(c.cause) or "unclassified"
+        if c.cause == "formula":
+            out["difference_shape"] = _shape_offset(c, minus_expected=True)
         out["overflow"] = _overflow_json(c, lines)
     out["witness"] = c.witness.json() if c.witness is not None and c.verdict == Verdict.PROVED else None
     out["domain"] = domain_json(c.problem) if c.problem is not None else None
