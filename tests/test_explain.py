@@ -16,6 +16,8 @@ def test_slice_of_the_abi_fix(tmp_path):
     assert not any(t.startswith("s_load_dwordx2 s[12:13]") for t in texts)   # D's pointer: not LSE's slice
     assert set(e.args) == {"Lse", "nhead_q", "Hs_lsed"}
     assert [ln.pc for ln in e.lines] == sorted(ln.pc for ln in e.lines)
+    assert e.offset_nowrap == "Hs_lsed*(batch_id*nhead_q + head_id)"      # lane 0, the carries read whole
+    assert "mulhu" in e.offset                                           # the hardware form keeps them
 
 
 def test_real_kernel_lse_slice_is_short(real_kernel):

@@ -49,15 +49,33 @@ class Explanation:
     lines: List[SliceLine] = field(default_factory=list)
     args: Dict[str, tuple] = field(default_factory=dict)
     offset: str = ""
+    offset_nowrap: str = ""      # the offset of lane 0 where no 32-bit value wraps, pointers read as 0 (sympy text)
 
 
-def _text(e, memo) -> str:
+def _text(e, memo, limit: Optional[int] = VALUE_CHARS) -> str:
     from addrsim.backends.sympy_text import to_sympy
     try:
         t = str(to_sympy(e, memo))
     except Exception:          # display only
         t = repr(e)
-    return t if len(t) <= VALUE_CHARS else t[:VALUE_CHARS] + "..."
+    return t if limit is None or len(t) <= limit else t[:limit] + "..."
+
+
+def _nowrap(address) -> str:
+    """The byte offset of ``address`` for lane 0, where no 32-bit value wraps and every pointer
+    argument is 0 (:func:`addrsim.backends.sympy_text.to_sympy_nowrap`, which reads a lane
+    mask as the whole lane id: hence lane 0): the offset from the buffer's pointer whichever
+    V# base a lane picks (LSE and D share one V# in the a16 kernels).  "" when it cannot be
+    read (display only)."""
+    try:
+        import sympy
+        from addrsim.backends.sympy_text import to_sympy_nowrap
+        zero = {n: X.Const(0, v.width) for n, v in X.symbols(address).items() if v.kind in ("ptr", "lane")}
+        e = to_sympy_nowrap(X.substitute(address, zero))
+        e = e.replace(lambda x: isinstance(x, sympy.floor) and x.args[0].is_integer, lambda x: x.args[0])
+        return str(sympy.factor_terms(sympy.expand(e)))
+    except Exception:          # display only
+        return ""
 
 
 def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: Sequence[str] = (),
@@ -103,7 +121,8 @@ def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: S
                         lines[o[1]] = SliceLine(o[1], o[2], name, src.lines.get(o[1]))
             e.lines = [lines[p] for p in sorted(lines)]
             base = X.zext(X.Sym(ptr, 48, "ptr"), 64)
-            e.offset = _text(X.sub(t.access.address, base), memo)
+            e.offset = _text(X.sub(t.access.address, base), memo, limit=None)
+            e.offset_nowrap = _nowrap(t.access.address)
             out.append(e)
     return out
 
@@ -119,6 +138,10 @@ def format_explanations(exps: List[Explanation]) -> str:
             out.append(f"    {where}{ln.pc:#07x}  {ln.text:<48}  = {ln.value}")
         out.append("  kernel arguments: " + ", ".join(
             f"{a} (loaded at {p:#x})" if p is not None else a for a, (p, _) in e.args.items()))
-        out.append(f"  byte offset from the {e.buffer} pointer: {e.offset}")
+        if e.offset_nowrap:
+            out.append(f"  byte offset from the {e.buffer} pointer (lane 0, no 32-bit wrap): {e.offset_nowrap}")
+        hw = e.offset if len(e.offset) <= 2 * VALUE_CHARS else \
+            f"{len(e.offset)} characters (pointer halves, carries and the V# base each lane picks)"
+        out.append(f"  in hardware arithmetic: {hw}")
         out.append("")
     return "\n".join(out)
