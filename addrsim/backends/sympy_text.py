@@ -163,6 +163,14 @@ NOWRAP = {
 require_backend("sympy no-wrap display (addrsim.backends.sympy_text.NOWRAP)", NOWRAP)
 
 
+def readable(e):
+    """``e`` (sympy) for display: a floor of an integer read as the integer (lane terms that
+    cancel), expanded and its common factors taken out."""
+    import sympy
+    e = e.replace(lambda x: isinstance(x, sympy.floor) and x.args[0].is_integer, lambda x: x.args[0])
+    return sympy.factor_terms(sympy.expand(e))
+
+
 def to_sympy_nowrap(e: Expr, keep=None, memo=None):
     """The reading of ``e`` when no 32-bit value wraps, as a sympy expression, for the
     simplified differences of ``addrsim diff``: a 64-bit value split into 32-bit halves, or

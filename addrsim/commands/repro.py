@@ -278,11 +278,10 @@ def register(sub) -> None:
 
 
 def _within_bounds(shape: Dict[str, int], bounds) -> None:
-    """Refuse a --bound that is empty (MIN > MAX) or that the --shape lies outside: a bound
-    given with a shape is a claim about it, never silently dropped.  Raises InputError."""
+    """Refuse a --bound that the --shape lies outside (:func:`bounds_of` refuses an empty
+    one): a bound given with a shape is a claim about it, never silently dropped.  Raises
+    InputError."""
     for name, (lo, hi) in bounds:
-        if lo > hi:
-            raise InputError("--bound", f"{name}={lo}:{hi} is an empty range (MIN > MAX)")
         if name in shape and not lo <= shape[name] <= hi:
             raise InputError("--bound", f"--shape has {name}={shape[name]}, outside --bound {name}={lo}:{hi}")
 
@@ -292,14 +291,15 @@ def run(args) -> int:
     try:
         check_outputs(args, (("output", "-o"),))
         models = load_models(list(args.model))
-        kern = load_source(args.file, args.like).co.kernels[0].symbol
+        co = load_source(args.file, args.like).co
+        kern = co.kernels[0].symbol
         coords, why, prediction, latent = None, "", None, None
         if args.shape is not None:
-            fixed, declared = _family_sizes(args, models)
-            shape = _parse_shape(args.shape, fixed)
-            _in_declared(shape, declared)
+            prob = _problem(args, models, co)
+            shape = _parse_shape(args.shape, dict(prob.fixed))
+            _in_declared(shape, prob.declared)
             _within_bounds(shape, bounds_of(args).items())
-            memory = _fits_or_offer(args, models, shape)
+            memory = _fits_or_offer(args, models, prob, co.arch, shape)
             from addrsim.commands.crosscheck import _predict
             pred, chk = _predict(args.file, args.layout, shape, [args.buffer], models, args.like, args.timeout)
             prediction = pred
@@ -330,7 +330,6 @@ def run(args) -> int:
         # accumulator (aiter's is_v3_atomic_fp32=True), 0 = dQ written with 16-bit atomics and
         # 2 = the 16-bit accumulator (both is_v3_atomic_fp32=False)
         from addrsim.model.models import choose_family
-        co = load_source(args.file, args.like).co
         fam = choose_family(models, co.kernels[0], co.arch)
         fam_acc = int((fam.get("params") or {}).get("acc", 0)) if fam else 0     # models.py: acc defaults to 0
         try:
@@ -380,19 +379,16 @@ def _latent(check: dict) -> Optional[tuple]:
     return None
 
 
-def _family_sizes(args, models):
-    """(the sizes the kernel's family fixes: ``fixed`` in models/fmha_bwd_v3.yaml, hdim_q and
-    hdim_v; the declared range of every shape variable), from the problem of the kernel in
-    the chosen layout.  Raises InputError for a layout the models do not define."""
+def _problem(args, models, co):
+    """The problem of the code object's kernel in the chosen layout: the sizes its family
+    fixes (``fixed`` in models/fmha_bwd_v3.yaml: hdim_q, hdim_v), the declared range of every
+    shape variable, the memory layer.  Raises InputError for a layout the models do not define."""
     from addrsim.ir.expr import Sym
-    from addrsim.loader.listing import load_source
     from addrsim.model.problem import build_problem
     if args.layout not in models.layouts:
         raise InputError("--layout", f"unknown layout {args.layout!r} (the models define "
                                      f"{', '.join(sorted(models.layouts))})")
-    co = load_source(args.file, args.like).co
-    prob = build_problem(models, co.kernels[0], args.layout, Sym("tid_x", 32, "lane"), {}, co.arch, None)
-    return dict(prob.fixed), dict(prob.declared)
+    return build_problem(models, co.kernels[0], args.layout, Sym("tid_x", 32, "lane"), {}, co.arch, None)
 
 
 def _in_declared(shape: Dict[str, int], declared) -> None:
@@ -404,17 +400,12 @@ def _in_declared(shape: Dict[str, int], declared) -> None:
             raise InputError("--shape", f"{k}={v} is outside the models' shape bounds {k}={lo}:{hi}")
 
 
-def _fits_or_offer(args, models, shape: Dict[str, int]) -> int:
+def _fits_or_offer(args, models, prob, arch: str, shape: Dict[str, int]) -> int:
     """Bytes every tensor of the family takes at the user's ``--shape`` (the models' memory
     layer; 0 when they give no sizes).  Raises InputError when that is more than the
     architecture's device memory, offering the smallest failing shape the prover finds for
     the buffer and layout (the same finding at a shape that fits), or saying there is none."""
     from addrsim.ir import expr as X
-    from addrsim.ir.expr import Sym
-    from addrsim.loader.listing import load_source
-    from addrsim.model.problem import build_problem
-    co = load_source(args.file, args.like).co
-    prob = build_problem(models, co.kernels[0], args.layout, Sym("tid_x", 32, "lane"), {}, co.arch, None)
     if prob.memory is None:
         return 0
     need = X.evaluate(prob.memory, dict({v: lo for v, (lo, _) in prob.declared.items()}, **shape))
@@ -428,7 +419,7 @@ def _fits_or_offer(args, models, shape: Dict[str, int]) -> int:
              if c["verdict"] == Verdict.COUNTEREXAMPLE else
              f"; the prover finds no failing shape that fits ({args.buffer}/{args.layout} is {c['verdict']})")
     raise InputError("--shape", f"the tensors at this shape take {need / 2**30:.1f} GiB, more than the "
-                                f"{prob.memory_limit / 2**30:.0f} GiB of a {co.arch} device{offer}")
+                                f"{prob.memory_limit / 2**30:.0f} GiB of a {arch} device{offer}")
 
 
 def _parse_shape(text: str, fixed: Optional[Dict[str, int]] = None) -> Dict[str, int]:

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace as replace_dc
 from collections import Counter
 from typing import Dict, List, Optional, Tuple
 
-from addrsim.backends.ideal import ideal_evaluate, kept_wraps
+from addrsim.backends.ideal import kept_wraps
 from addrsim.backends.z3_int import IntEncoder
 from addrsim.engine.explore import Exploration
 from addrsim.ir import expr as X
@@ -40,8 +40,8 @@ from addrsim.prove.idioms import exact_divisions
 from addrsim.prove.machines import LANE
 from addrsim.prove.options import Options
 from addrsim.backends.z3_run import RU
-from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, proved_within, query_key,
-                                 ranges_of, solve, violates)
+from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, holds_exactly, proved_within,
+                                 query_key, ranges_of, solve, violates)
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
@@ -373,7 +373,7 @@ def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, co
                 "num_records": f": inside the allocation of {buffer} (offset {cex.extracted} of {cex.expected} "
                                f"bytes) but past the V#'s num_records: reads return 0, writes are dropped"
                 }.get(cex.cause, "")
-        if ctx.opts.arith == "bv" and _exact_holds(conds, claim, model):
+        if ctx.opts.arith == "bv" and holds_exactly(conds, claim, model):
             res.overflow = _sites(ctx, t, model)
             if res.overflow and res.overflow[0].matters:
                 why += f"; in bounds without 32-bit wraps: {res.overflow[0].describe()}"
@@ -406,18 +406,6 @@ def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
     if v != "proved":
         return Cause.UNCLASSIFIED, []
     return Cause.OVERFLOW, _sites(ctx, t, model)
-
-
-def _exact_holds(conds, claim, model) -> bool:
-    """Do the counterexample's conditions and the claim hold when no 32-bit value wraps
-    (:func:`addrsim.backends.ideal.ideal_evaluate`)?  Then a wrap is what breaks the claim."""
-    keep = kept_wraps(conds + [claim])
-    env = env_of(conds + [claim], model)
-    memo: dict = {}
-    try:
-        return all(ideal_evaluate(e, env, keep, memo) == 1 for e in list(conds) + [claim])
-    except KeyError:
-        return False
 
 
 def _sites(ctx: _Ctx, t, model) -> list:

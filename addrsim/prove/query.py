@@ -789,20 +789,33 @@ def solve(conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv"
     return v, m, why, q
 
 
+def _claim_value(conds, claim, mdl, keep=None) -> Optional[int]:
+    """The claim's value under the model when it satisfies the conditions, by evaluation
+    (``keep`` given: in int mode, :func:`addrsim.backends.ideal.ideal_evaluate`); None when a
+    condition fails or a symbol has no value."""
+    env = env_of(conds + [claim], mdl)
+    memo: dict = {}
+    if keep is not None:
+        ev = lambda e: ideal_evaluate(e, env, keep, memo)  # noqa: E731
+    else:
+        ev = lambda e: X.evaluate(e, env, memo)  # noqa: E731
+    try:
+        return ev(claim) if all(ev(c) == 1 for c in conds) else None
+    except KeyError:
+        return None
+
+
 def violates(conds, claim, mdl, keep=None) -> bool:
     """Does the model satisfy the conditions and break the claim, by evaluation (``keep``
     given: in int mode, :func:`addrsim.backends.ideal.ideal_evaluate`)?"""
-    env = env_of(conds + [claim], mdl)
-    if keep is not None:
-        memo: dict = {}
-        ev = lambda e: ideal_evaluate(e, env, keep, memo)  # noqa: E731
-    else:
-        memo = {}
-        ev = lambda e: X.evaluate(e, env, memo)  # noqa: E731
-    try:
-        return all(ev(c) == 1 for c in conds) and ev(claim) == 0
-    except KeyError:
-        return False
+    return _claim_value(conds, claim, mdl, keep) == 0
+
+
+def holds_exactly(conds, claim, mdl) -> bool:
+    """Do the model's conditions and the claim hold when no 32-bit value wraps (int mode,
+    the wraps of :func:`addrsim.backends.ideal.kept_wraps` kept)?  For a bit-vector
+    counterexample: then a wrap is what breaks the claim."""
+    return _claim_value(conds, claim, mdl, kept_wraps(list(conds) + [claim])) == 1
 
 
 def env_of(exprs, mdl):

@@ -98,10 +98,15 @@ def check_name(c: dict) -> str:
     return f"{c['buffer']}/{c['layout']}" + (" bounds" if c.get("property") == "bounds" else "")
 
 
+def _least(checks: List[dict]) -> Optional[dict]:
+    """The counterexample check whose shape is smallest (SHAPE_ORDER); None without checks."""
+    return min(checks, key=lambda c: _shape_rank(c["counterexample"]["shape"]), default=None)
+
+
 def smallest_of(checks: List[dict]) -> Optional[dict]:
     """The ``smallest`` of a root cause over its counterexample ``checks``: the check, shape,
     whether it is proven minimal, and its memory (bytes); None without checks."""
-    best = min(checks, key=lambda c: _shape_rank(c["counterexample"]["shape"]), default=None)
+    best = _least(checks)
     return None if best is None else {
         "check": check_name(best), "shape": best["counterexample"]["shape"],
         "minimal": bool(best["counterexample"].get("minimal", True)),
@@ -164,7 +169,7 @@ def root_causes(kernel: dict) -> List[dict]:
 def _cause(key: Tuple, checks: List[dict]) -> dict:
     """One root cause from its key and its counterexample checks."""
     kind = key[0]
-    best = min(checks, key=lambda c: _shape_rank(c["counterexample"]["shape"]), default=None)
+    best = _least(checks)
     smallest = smallest_of(checks)
     r = {"id": 0, "kind": kind, "title": "", "where": None, "boundary": {}, "checks": [check_name(c) for c in checks],
          "smallest": smallest, "reach": _reach(checks) if checks else "host", "fix": "", "findings": []}

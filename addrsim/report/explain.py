@@ -68,12 +68,9 @@ def _nowrap(address) -> str:
     V# base a lane picks (LSE and D share one V# in the a16 kernels).  "" when it cannot be
     read (display only)."""
     try:
-        import sympy
-        from addrsim.backends.sympy_text import to_sympy_nowrap
+        from addrsim.backends.sympy_text import readable, to_sympy_nowrap
         zero = {n: X.Const(0, v.width) for n, v in X.symbols(address).items() if v.kind in ("ptr", "lane")}
-        e = to_sympy_nowrap(X.substitute(address, zero))
-        e = e.replace(lambda x: isinstance(x, sympy.floor) and x.args[0].is_integer, lambda x: x.args[0])
-        return str(sympy.factor_terms(sympy.expand(e)))
+        return str(readable(to_sympy_nowrap(X.substitute(address, zero))))
     except Exception:          # display only
         return ""
 

@@ -40,6 +40,10 @@ ENTRY_KEYS = {"kernel", "buffer", "layout", "property", "cause", "reason", "expi
 MATCH_KEYS = ("buffer", "layout", "property", "cause")
 
 
+VERDICTS = frozenset(str(v) for v in Verdict)
+"""The verdict words a report (and a fingerprint) may hold."""
+
+
 def kernel_label(kernel: dict) -> str:
     """``arch/file name`` of a kernel's code object (no folder): how reports name it."""
     return f"{kernel.get('arch')}/{Path(str(kernel.get('file', ''))).name}"
@@ -57,7 +61,7 @@ def check_of(fingerprint_text: str) -> str:
     before its verdict field."""
     parts = fingerprint_text.split(":")
     for i in range(len(parts) - 1, 0, -1):
-        if parts[i] in {str(v) for v in Verdict}:
+        if parts[i] in VERDICTS:
             return ":".join(parts[:i])
     return fingerprint_text
 
@@ -91,8 +95,7 @@ def load_baseline(path: str) -> Dict[str, str]:
 
 
 def _check_ok(c) -> bool:
-    verdicts = {str(v) for v in Verdict}
-    return (isinstance(c, dict) and isinstance(c.get("verdict"), str) and c["verdict"] in verdicts
+    return (isinstance(c, dict) and isinstance(c.get("verdict"), str) and c["verdict"] in VERDICTS
             and isinstance(c.get("buffer"), str) and isinstance(c.get("layout"), str)
             and isinstance(c.get("property", "address"), str) and isinstance(c.get("cause", ""), (str, type(None))))
 

@@ -162,10 +162,9 @@ def _held(sh: dict) -> str:
     return f"batch = {sh.get('batch')}, nhead_k = min({sh.get('nhead_k', 1)}, nhead_q), {kv}"
 
 
-def _rows_word(c: dict) -> str:
-    """Whether every slice reads its own rows at the drawn shape (a counterexample's failing
-    shape is usually far larger than the one drawn)."""
-    got = _rows(c)
+def _rows_word(got) -> str:
+    """Whether every slice reads its own rows at the drawn shape (``got``: :func:`_rows`; a
+    counterexample's failing shape is usually far larger than the one drawn)."""
     if got is None:
         return ""
     shape, rows, _ = got
@@ -173,12 +172,11 @@ def _rows_word(c: dict) -> str:
     return "at this shape every slice reads its own rows" if right else "at this shape some slices read other rows"
 
 
-def _lse_rows_svg(c: dict) -> str:
-    """An SVG of the LSE rows each (batch_id, head_id) reads (:func:`_rows`; blue, red where it
-    is not the row it should read or the V# refuses it, none where no lane reads) over the
-    rows it should read (grey, the [batch, nhead_q, seqlen_q] fp32 buffer); "" when the
-    offsets cannot be read."""
-    got = _rows(c)
+def _lse_rows_svg(got) -> str:
+    """An SVG of the LSE rows each (batch_id, head_id) reads (``got``: :func:`_rows`; blue, red
+    where it is not the row it should read or the V# refuses it, none where no lane reads)
+    over the rows it should read (grey, the [batch, nhead_q, seqlen_q] fp32 buffer); "" when
+    the offsets cannot be read."""
     if got is None:
         return ""
     shape, rows, source = got
@@ -229,12 +227,13 @@ def _kernel_html(k: dict) -> str:
            f"<p>summary: {_e(k.get('summary') or summary_line(k, causes))}</p>"]
     out += [_cause_html(r, k.get("memory")) for r in causes]
     lse = [c for c in k["checks"] if c["buffer"] == "lse" and c.get("property", "address") == "address"]
-    rows = [(c, _lse_rows_svg(c)) for c in lse]
-    if any(svg for _, svg in rows):
+    rows = [(c, _rows(c)) for c in lse]
+    rows = [(c, got, _lse_rows_svg(got)) for c, got in rows]
+    if any(svg for _, _, svg in rows):
         out.append("<h3>LSE rows read per (batch_id, head_id) (blue; red: another slice's rows) "
                    "over the rows it should read (grey)</h3>")
-        out += [f"<div>{_e(c['layout'])}: the check is {_e(c['verdict'])}; {_rows_word(c)}<br>{svg}</div>"
-                for c, svg in rows if svg]
+        out += [f"<div>{_e(c['layout'])}: the check is {_e(c['verdict'])}; {_rows_word(got)}<br>{svg}</div>"
+                for c, got, svg in rows if svg]
     return "".join(out)
 
 

@@ -44,14 +44,11 @@ def _shape_offset(c: Check, minus_expected: bool = False) -> str:
     if c.shape_offset_sym is None or (minus_expected and c.problem is None):
         return ""
     try:
-        import sympy
+        from addrsim.backends.sympy_text import readable, to_sympy_nowrap
         e = c.shape_offset_sym
         if minus_expected:
-            from addrsim.backends.sympy_text import to_sympy_nowrap
             e = e - to_sympy_nowrap(c.problem.expected[c.buffer])
-        e = e.replace(lambda x: isinstance(x, sympy.floor) and x.args[0].is_integer,
-                      lambda x: x.args[0])    # the floor of an integer: the lane terms cancel
-        return str(sympy.factor_terms(sympy.expand(e)))
+        return str(readable(e))
     except Exception:    # display only
         return ""
 

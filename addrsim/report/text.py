@@ -17,6 +17,12 @@ def _signed(v: int) -> str:
     return f"{v} (= {v - (1 << 64)})" if v >= 1 << 63 else str(v)
 
 
+def _not_minimal(loop: bool) -> str:
+    """Why a counterexample's shape is not proven minimal."""
+    return ("the first failing shape found: loop counterexamples are not minimised" if loop
+            else "not proven minimal: the minimisation budget ran out")
+
+
 def _size(n: int) -> str:
     """Bytes as GiB, or MiB below 1 GiB."""
     return f"{n / 2**30:.2f} GiB" if n >= 2**30 else f"{n / 2**20:.2f} MiB"
@@ -139,9 +145,7 @@ def _print_cause(r: dict, k: dict, out) -> None:
     if sm:
         shape = " ".join(f"{a}={b}" for a, b in sm["shape"].items())
         mem = f"; {_size(sm['memory_bytes'])}" if sm.get("memory_bytes") else ""
-        mark = "" if sm.get("minimal", True) else (
-            ", the first failing shape found: loop counterexamples are not minimised" if r["kind"] == "loop"
-            else ", not proven minimal: the minimisation budget ran out")
+        mark = "" if sm.get("minimal", True) else f", {_not_minimal(r['kind'] == 'loop')}"
         out.write(f"    smallest shape: {shape} ({sm['check']}{mark}{mem})\n")
         c = smallest_check(k, r)
         if c is not None:
@@ -171,9 +175,7 @@ def _print_counterexample(c: dict, out) -> None:
     x = c["counterexample"]
     tag = _name(c)
     shape = " ".join(f"{n}={v}" for n, v in x["shape"].items())
-    mark = "" if x.get("minimal", True) else (
-        " (the first failing shape found: loop counterexamples are not minimised)" if c.get("cause") == Cause.LOOP
-        else " (not proven minimal: the minimisation budget ran out)")
+    mark = "" if x.get("minimal", True) else f" ({_not_minimal(c.get('cause') == Cause.LOOP)})"
     out.write(f"\n  {tag}: counterexample at {shape}{mark}\n")
     if c.get("cause") == Cause.LOOP:
         out.write(f"    LOOP: {c['reason']}\n")
