@@ -10,17 +10,18 @@ below commands.
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace as _replace
 from typing import Callable, Dict, List, Optional, Sequence
 
 from addrsim import __version__
 from addrsim.engine.explore import explore
-from addrsim.errors import InputError
+from addrsim.errors import InputError, UnmodelledError
 from addrsim.ir.expr import Sym
 from addrsim.loader.codeobj import SUPPORTED_ARCHS
 from addrsim.loader.listing import load_source
-from addrsim.model.models import ModelSet, buffer_pointer, build_problem, check_bounds, load_models
+from addrsim.model.models import ModelSet, buffer_pointer, choose_family, build_problem, check_bounds, load_models
 from addrsim.prove.check import check
 from addrsim.prove.differential import rows_read
 from addrsim.prove.domain import host_limits, route, settle
@@ -90,6 +91,9 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     src = load_source(path, like)
     if src.co.arch not in SUPPORTED_ARCHS:
         raise InputError(path, f"architecture {src.co.arch} is not supported (gfx90a, gfx942, gfx950)")
+    for k in src.co.kernels:
+        if choose_family(ms, k, src.co.arch) is None:
+            raise UnmodelledError(path, k.symbol)
     ptrs = _buffer_pointers(path, ms, src.co.kernels, buffers, explicit)
     out = {"tool": "addrsim", "version": __version__, "kernels": []}
     tick = _Ticker(progress, len(ptrs) * len(layouts) * len(properties))
@@ -209,10 +213,10 @@ def _checks_in_workers(path, like, symbol, ms, items, opts, cache, routed, jobs,
 
 
 def _init_worker(path, like, ms, opts, store, routed):
-    from addrsim.prove.store import Store
+    from addrsim.prove.store import open_store
     _WORKER.clear()
     _WORKER.update(src=load_source(path, like), ms=ms, opts=opts, routed=routed, subjects={},
-                   cache=Store(store) if store is not None else Store())
+                   cache=open_store(Path(store).parent if store is not None else None))
 
 
 def _worker_check(symbol, prop, lay, b):
@@ -239,20 +243,16 @@ def _explored(k, src, ms):
 def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:
     """The settled check of one (buffer, layout, property): the kernel's verdict with a
     witness, its routing per host entry point, and with ``routed`` the routed verdict.  An
-    engine failure is an honest "unknown", never a verdict."""
+    engine failure is an internal error (raised: exit 4 with its message), never a verdict
+    and never an "unknown"."""
     def run(entry):
         c = check(sub, ex, b, lay, opts, cache, prop, routed=entry)
         return settle(c, *witness_tools(sub, c, opts, cache), cache=cache)
-    try:
-        c = run(None)
-        if b == "lse" and prop == "address" and c.problem is not None:
-            c.rows = rows_read(sub, ex, buffer_pointer(sub.ms, sub.kernel, b), c.problem)
-        c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None, cache)
-        return _as_routed(c, run) if routed else c
-    except InputError:
-        raise
-    except Exception as e:
-        return Check(b, lay, Verdict.UNKNOWN, reason=f"internal error: {type(e).__name__}: {e}", prop=prop)
+    c = run(None)
+    if b == "lse" and prop == "address" and c.problem is not None:
+        c.rows = rows_read(sub, ex, buffer_pointer(sub.ms, sub.kernel, b), c.problem)
+    c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None, cache)
+    return _as_routed(c, run) if routed else c
 
 
 _ROUTED_ORDER = (Verdict.COUNTEREXAMPLE, Verdict.UNKNOWN, Verdict.UNSUPPORTED, Verdict.PROVED, Verdict.UNREACHABLE)

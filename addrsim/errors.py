@@ -8,7 +8,22 @@ EXIT_INTERNAL = 4     # a bug in addrsim itself (one line on stderr)
 
 
 class AddrsimError(Exception):
-    """Base class: ``str(err)`` is the one line shown to the user."""
+    """Base class: ``str(err)`` is the one line shown to the user; ``exit_code`` the CLI's status."""
+
+    exit_code = EXIT_BAD_INPUT
+
+
+class UnmodelledError(AddrsimError):
+    """A kernel that no kernel family of the models describes: refused, never given a verdict
+    (its arguments would be free symbols and its expected offsets meaningless).  Exit 2, as
+    scan lists such a code object as skipped."""
+
+    exit_code = EXIT_UNKNOWN
+
+    def __init__(self, path, symbol: str):
+        self.path = str(path)
+        super().__init__(f"{path}: kernel {symbol}: no kernel family in the models describes it: not checked "
+                         f"(scan lists it as skipped; a family in a --model file would model it)")
 
 
 class InputError(AddrsimError):

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "addrsim"
-LAYERS = {"errors": 0, "__init__": 0, "__main__": 9, "ir": 1, "backends": 2, "isa": 3, "loader": 3, "engine": 4,
+LAYERS = {"errors": 0, "files": 0, "__init__": 0, "__main__": 9, "ir": 1, "backends": 2, "isa": 3, "loader": 3, "engine": 4,
           "model": 5, "prove": 6, "report": 7, "api": 8, "commands": 9}
 GPU_MAY_IMPORT = {"addrsim.model.layout", "addrsim.gpu"}      # the GPU runner needs PyTorch and this only
 MAX_LINES = 80

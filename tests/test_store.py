@@ -32,7 +32,7 @@ def test_answers_within_a_resource_budget_are_kept_but_not_wall_clock_ones(tmp_p
     s[("int", "q3")] = "unknown"
     s[("witness-model", "q4")] = "no witness found: wall-clock limit: the solver passed the wall-clock safety limit"
     s["q5"] = ("unknown", None, "wall-clock limit: the solver passed the wall-clock safety limit", True, None, 7)
-    again = Store(store_path(tmp_path))
+    again = open_store(tmp_path)
     assert set(again) == {"q1", "q2", ("int", "q3")} and again.earlier("q2")
     assert again["q1"][-1] == 10**7          # the units it cost, charged again on a hit
 
@@ -42,7 +42,7 @@ def test_a_torn_line_is_skipped(tmp_path):
     s["q"] = ("proved", None, None, True, None, 1200)
     with open(s.path, "a") as fh:
         fh.write('{"k": "half')
-    assert dict(Store(s.path)) == {"q": ("proved", None, None, True, None, 1200)}
+    assert dict(open_store(tmp_path)) == {"q": ("proved", None, None, True, None, 1200)}
 
 
 def test_an_edited_line_is_not_believed(tmp_path):
@@ -52,7 +52,7 @@ def test_an_edited_line_is_not_believed(tmp_path):
     forged = line.replace('"refuted"', '"proved"')            # the checksum no longer matches
     unsigned = '{"k":"q2","v":{"t":["proved",null,null,true,null,1200]}}\n'
     s.path.write_text(forged + unsigned)
-    assert dict(Store(s.path)) == {}
+    assert dict(open_store(tmp_path)) == {}
 
 
 def test_a_cache_that_cannot_be_used_is_in_memory(tmp_path):

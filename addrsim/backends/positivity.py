@@ -182,6 +182,7 @@ def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool,
     rng = _ranges(F, monos)
     ctx = z3.Context()
     s = z3.SolverFor("QF_LRA", ctx=ctx)
+    s.set("ctrl_c", False)               # SIGINT is the CLI's, never a canceled answer
     s.set("rlimit", int(rlimit or CERT_RU))
     s.set("timeout", SAFETY_MS)
     s.add(z3.parse_smt2_string(_program(d, prods, monos, rng, need), ctx=ctx))

@@ -51,6 +51,7 @@ class Isolated:
         self.ctx = z3.Context()
         self.s = z3.Solver(ctx=self.ctx)
         self.s.set("timeout", SAFETY_MS)
+        self.s.set("ctrl_c", False)      # SIGINT is the CLI's (addrsim.commands.interrupt), never an "unknown"
         self.used = 0
         self.wallclock = False
         self._count = 0

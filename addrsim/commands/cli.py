@@ -7,8 +7,10 @@ module per command: :mod:`addrsim.commands.verify`, :mod:`~addrsim.commands.diff
 :mod:`~addrsim.commands.scan`, :mod:`~addrsim.commands.explain`.
 
 Exit status: 0 all proved, 1 any reachable counterexample (diff: NEW breaks what OLD proved),
-5 only latent counterexamples, 2 unknown/unsupported and no counterexample (diff: a proof
-lost, undecided), 3 bad input or usage, 4 internal error.
+5 only latent counterexamples, 2 unknown/unsupported and no counterexample, or a kernel no
+family models (diff: a proof lost, undecided), 3 bad input or usage, 4 internal error, 130
+interrupted (SIGINT: :mod:`addrsim.commands.interrupt`).  A closed output pipe never changes
+the status.
 """
 from __future__ import annotations
 
@@ -16,9 +18,9 @@ import sys
 from typing import List, Optional
 
 from addrsim import __version__
-from addrsim.commands import crosscheck, diff, explain, repro, scan, verify
+from addrsim.commands import crosscheck, diff, explain, interrupt, repro, scan, verify
 from addrsim.commands.common import Parser
-from addrsim.errors import EXIT_BAD_INPUT, EXIT_INTERNAL
+from addrsim.errors import EXIT_INTERNAL
 
 COMMANDS = {"verify": verify, "diff": diff, "crosscheck": crosscheck, "repro": repro, "scan": scan, "explain": explain}
 
@@ -34,15 +36,14 @@ def main(argv: Optional[List[str]] = None) -> int:
 
 
 def entry():
+    interrupt.install()
+    interrupt.guard_stdout()    # the reader went away (addrsim ... | head): the verdict's status stays
     try:
         code = main()
-    except KeyboardInterrupt:
+        sys.stdout.flush()
+    except KeyboardInterrupt:   # SIGINT sent while install could not route it (not the main thread)
         sys.stderr.write("addrsim: interrupted\n")
-        code = EXIT_BAD_INPUT
-    except BrokenPipeError:     # the reader went away (addrsim ... | head): not an error of addrsim
-        import os
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        code = 0
+        code = interrupt.EXIT_INTERRUPTED
     except Exception as e:  # a bug in addrsim: one line, a distinct exit status, never a traceback
         sys.stderr.write(f"addrsim: internal error: {type(e).__name__}: {e}\n")
         code = EXIT_INTERNAL

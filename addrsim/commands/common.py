@@ -11,6 +11,7 @@ import sys
 from typing import Optional
 
 from addrsim.errors import EXIT_BAD_INPUT, InputError
+from addrsim.files import atomic_open
 
 
 #: Most worker processes of ``--jobs`` (verify, scan); each holds its models and Z3.
@@ -159,7 +160,7 @@ def emit(report: dict, json_path: Optional[str], text) -> Optional[int]:
     print(text())
     if json_path:
         try:
-            with open(json_path, "w") as fh:
+            with atomic_open(json_path, "w") as fh:
                 json.dump(report, fh, indent=2)
         except OSError as e:
             sys.stderr.write(f"addrsim: {json_path}: cannot write ({e.strerror})\n")
@@ -181,9 +182,10 @@ def smt_dir(args) -> str:
 
 
 def fail(e) -> int:
-    """Report an AddrsimError as one line on stderr; EXIT_BAD_INPUT."""
+    """Report an AddrsimError as one line on stderr; its ``exit_code`` (EXIT_BAD_INPUT, or 2
+    for a kernel no family models)."""
     sys.stderr.write(f"addrsim: {e}\n")
-    return EXIT_BAD_INPUT
+    return getattr(e, "exit_code", EXIT_BAD_INPUT)
 
 
 class _Bar:

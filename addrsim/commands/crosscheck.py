@@ -47,6 +47,7 @@ from addrsim.ir import expr as X
 from addrsim.api import verify
 from addrsim.prove.differential import in_domain, load_subject, slice_offset
 from addrsim.errors import InputError
+from addrsim.files import atomic_open
 from addrsim.model.models import SHAPE_VARS, load_models
 
 from addrsim.gpu.crossrun import KEYS
@@ -343,7 +344,7 @@ def run(args) -> int:
         plan = {"tool": "addrsim", "kernel": af.sub.kernel.symbol, "file": str(args.file),
                 "cases": [plan_case(af, c, args.file) for c in cases]}
         if args.plan_out:
-            with open(args.plan_out, "w") as fh:
+            with atomic_open(args.plan_out, "w") as fh:
                 json.dump(plan, fh, indent=1)
             sys.stderr.write(f"addrsim: wrote {len(cases)} cases to {args.plan_out}; run them with "
                              f"python3 -m addrsim.gpu.crossrun {args.plan_out} --backend {args.backend}\n")
@@ -358,7 +359,7 @@ def run(args) -> int:
             rep["plot"] = args.plot
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
-        return EXIT_BAD_INPUT
+        return e.exit_code
     if args.plan_out:
         return 0
     bad = emit(rep, args.json, lambda: format_report(rep))

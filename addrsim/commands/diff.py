@@ -312,6 +312,6 @@ def run(args) -> int:
                    host=args.host, routed=args.routed)
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
-        return EXIT_BAD_INPUT
+        return e.exit_code
     bad = emit(rep, args.json, lambda: format_diff(rep))
     return bad if bad is not None else diff_status(rep)

@@ -23,6 +23,6 @@ def run(args) -> int:
         exps = explain(args.file, args.buffer, model_files=args.model, like=args.like)
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
-        return EXIT_BAD_INPUT
+        return e.exit_code
     sys.stdout.write(format_explanations(exps) + "\n")
     return 0

@@ -32,6 +32,7 @@ import sys
 from typing import Dict, Optional
 
 from addrsim.api import verify
+from addrsim.files import atomic_open
 from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, bounds_of, check_outputs
 from addrsim.errors import AddrsimError, InputError
 from addrsim.model.layout import VIEWS
@@ -340,7 +341,7 @@ def run(args) -> int:
             raise InputError("--layout", str(e)) from None
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
-        return EXIT_BAD_INPUT
+        return e.exit_code
     sys.stderr.write(f"addrsim: the script needs {_amount(memory)} of device memory for the tensors at "
                      f"this shape and about {_amount(ref_mib(shape) * 2**20)} for its reference\n" if memory else
                      f"addrsim: the script's reference needs about {_amount(ref_mib(shape) * 2**20)} (the models give "
@@ -351,7 +352,7 @@ def run(args) -> int:
                          f"the bug only where this kernel runs at this shape (the script's header says how)\n")
     try:
         if args.output:
-            with open(args.output, "w") as fh:
+            with atomic_open(args.output, "w") as fh:
                 fh.write(text)
         else:
             sys.stdout.write(text)

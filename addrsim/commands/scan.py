@@ -37,7 +37,8 @@ import sys
 from addrsim.api import DEFAULT_LAYOUTS, exit_status
 from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      cache_dir_of, check_outputs, smt_dir)
-from addrsim.errors import AddrsimError
+from addrsim.errors import EXIT_INTERNAL, AddrsimError
+from addrsim.files import atomic_open
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
 from addrsim.report.causes import check_name, root_causes, smallest_check, summary_line, undecided_groups
@@ -67,6 +68,7 @@ class Corpus:
     tables: List[str] = field(default_factory=list)
     family: Dict[str, str] = field(default_factory=dict)      # file -> kernel family name
     like: Dict[str, str] = field(default_factory=dict)        # listing file -> code object (--like)
+    origin: Dict[str, str] = field(default_factory=dict)      # extracted wheel member -> WHEEL!member
     tmpdir: Optional[tempfile.TemporaryDirectory] = None
 
 
@@ -105,20 +107,19 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None)
             if c.tmpdir is None:
                 c.tmpdir = tempfile.TemporaryDirectory(prefix="addrsim-whl-")
             dest = Path(c.tmpdir.name) / p.stem
-            try:
-                with zipfile.ZipFile(p) as z:
-                    for n in z.namelist():
-                        # the host's own files travel with the kernels: they are the evidence
-                        # of which host launches them (models: hosts.evidence)
-                        if n.endswith(".co") or n.endswith("/" + ROUTING_CSV) or n.endswith("/fmha_v3_bwd/codegen.py"):
-                            z.extract(n, dest)
-            except (zipfile.BadZipFile, OSError) as e:
-                raise InputError(p, f"cannot read the wheel ({e})") from None
+            extract_wheel(p, dest)
+            for m in dest.rglob("*.co"):
+                c.origin[str(m)] = f"{p.resolve()}!{m.relative_to(dest).as_posix()}"
             paths += sorted(dest.rglob("*.co"))
             c.tables += [str(t) for t in sorted(dest.rglob(ROUTING_CSV))]
         else:
             paths.append(p)
     for p in paths:
+        if not Path(p).is_file():        # a FIFO, device or folder named as an input: never opened
+            if len(roots) == 1 and roots[0] == p:
+                raise InputError(p, "not a regular file")
+            c.skipped.append((str(p), "not a regular file"))
+            continue
         listing = not is_code_object(p)
         try:
             # a code object's metadata is enough to choose (3 ms; its disassembly, done by the
@@ -143,6 +144,51 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None)
     for t in c.tables:
         c.routes.update(read_routes(t))
     return c
+
+
+#: Largest wheel member extracted (bytes): aiter's largest code object is under 2 MiB.
+MAX_MEMBER = 64 << 20
+#: Largest total extracted from one wheel (bytes): the kernels of a wheel are about 400 MiB.
+MAX_WHEEL = 2 << 30
+
+
+def _wanted(n: str) -> bool:
+    # the host's own files travel with the kernels: they are the evidence of which host
+    # launches them (models: hosts.evidence)
+    return n.endswith(".co") or n.endswith("/" + ROUTING_CSV) or n.endswith("/fmha_v3_bwd/codegen.py")
+
+
+def extract_wheel(p: Path, dest: Path) -> None:
+    """Extract the code objects and host files of wheel ``p`` into ``dest``.  Raises InputError
+    for an unreadable wheel, a member whose declared size passes :data:`MAX_MEMBER` or that
+    expands past what it declares, or members passing :data:`MAX_WHEEL` in all: a zip bomb is
+    refused before anything is written, and the copy is bounded while it runs."""
+    try:
+        with zipfile.ZipFile(p) as z:
+            members = [i for i in z.infolist() if _wanted(i.filename) and not i.is_dir()]
+            for i in members:
+                if i.file_size > MAX_MEMBER:
+                    raise InputError(p, f"member {i.filename} expands to {i.file_size} bytes (more than "
+                                        f"{MAX_MEMBER >> 20} MiB): refused")
+            if sum(i.file_size for i in members) > MAX_WHEEL:
+                raise InputError(p, f"its kernels expand to more than {MAX_WHEEL >> 30} GiB: refused")
+            for i in members:
+                target = dest / i.filename
+                if dest.resolve() not in target.resolve().parents:
+                    raise InputError(p, f"member {i.filename} lies outside the wheel's folder: refused")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                with z.open(i) as src, open(target, "wb") as out:
+                    left = i.file_size + 1
+                    while True:
+                        chunk = src.read(min(1 << 20, left))
+                        if not chunk:
+                            break
+                        left -= len(chunk)
+                        if left <= 0:
+                            raise InputError(p, f"member {i.filename} expands past its declared size: refused")
+                        out.write(chunk)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as e:
+        raise InputError(p, f"cannot read the wheel ({e})") from None
 
 
 def read_routes(path: str) -> Dict[str, List[dict]]:
@@ -186,41 +232,71 @@ def _scan_one(path, buffers, layouts):
     w = _WORKER
     opts = dict(w["options"])
     like = opts.pop("likes", {}).get(path)
-    key = report_key(path, like, buffers, layouts, w["ms"], w["bounds"], w["budgets"], opts)
+    label = opts.pop("origins", {}).get(path, path)
+    key = report_key(path, like, buffers, layouts, w["ms"], w["bounds"], w["budgets"], opts, label)
     hit = w["cache"].get(key) if key is not None else None
     if hit is not None and _files_kept(hit[1]):
-        # an earlier run's report of the same bytes, models and settings (its times are that run's)
-        return dict(hit[1], kernels=[dict(k, cached=True) for k in hit[1]["kernels"]])
+        # an earlier run's report of the same bytes, models and settings (its times are that
+        # run's); a wheel member was extracted to another temporary folder then
+        return _repathed(hit[1], path)
     try:
         rep = verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
                      like=like, require_buffers=False, **w["budgets"], **opts)
-    except InputError as e:
-        return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": []}
+    except AddrsimError as e:
+        return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": [], "exit": e.exit_code}
+    except Exception as e:          # a bug of addrsim on this kernel: the scan goes on, and exits 4
+        return {"tool": "addrsim", "version": __version__, "kernels": [], "exit": EXIT_INTERNAL,
+                "error": f"{path}: internal error: {type(e).__name__}: {e}"}
     if key is not None:
         w["cache"][key] = ("report", rep)
     return rep
 
 
-def report_key(path, like, buffers, layouts, ms: ModelSet, bounds, budgets, opts) -> Optional[str]:
-    """The key of a kernel's whole report in the query cache: BLAKE2b over the path (the
-    report names it) and the bytes of the code object (and of the one whose metadata a
-    listing takes), of every model file read,
-    the llvm-objdump that decodes them (path and version) and every setting of the scan.  A
-    report is a function of these (budgets are resource units; addrsim's own code is in the
-    store's file name, :func:`addrsim.prove.store.store_path`), so a rerun over unchanged
-    kernels reads it back without exploring the kernel.  None when a file cannot be read."""
+def report_key(path, like, buffers, layouts, ms: ModelSet, bounds, budgets, opts, label=None) -> Optional[str]:
+    """The key of a kernel's whole report in the query cache: BLAKE2b over ``label`` (the
+    file's stable name: its path, or ``WHEEL!member`` for a wheel member, whose extracted path
+    is a fresh temporary folder each run) and the bytes of the code object (and of the one
+    whose metadata a listing takes), of every model file read *in load order* (a later file's
+    layout or family replaces an earlier one of the same name), of each host evidence file
+    beside the code object (or its absence: it chooses the host), the llvm-objdump that
+    decodes them (path and version) and every setting of the scan.  A report is a function of
+    these (budgets are resource units; addrsim's own code is in the store's file name,
+    :func:`addrsim.prove.store.store_path`), so a rerun over unchanged kernels reads it back
+    without exploring the kernel.  None when a file cannot be read."""
     from addrsim.loader.disasm import find_objdump
-    h = hashlib.blake2b(b"report 1", digest_size=20)
-    h.update(str(path).encode())          # the report names the file
+    h = hashlib.blake2b(b"report 2", digest_size=20)
+    h.update(str(label if label is not None else path).encode())
     try:
-        for f in [path, like] + sorted(ms.files):
-            h.update(b"\0" + (Path(f).read_bytes() if f else b"-"))
+        for f in [path, like] + list(ms.files):
+            h.update(b"\0" + str(f).encode() + b"\0" + (Path(f).read_bytes() if f else b"-"))
+        for f in evidence_files(path, like, ms):
+            h.update(b"\0" + f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"absent"))
         h.update(repr(find_objdump()).encode())
     except (OSError, AddrsimError):
         return None
     h.update(json.dumps([sorted(buffers) if buffers else None, list(layouts), bounds, budgets, opts],
                         sort_keys=True, default=repr).encode())
     return "report:" + h.hexdigest()
+
+
+def evidence_files(path, like, ms: ModelSet) -> List[Path]:
+    """The host evidence files (:func:`addrsim.model.hosts.choose_host`) that may lie beside
+    the code object or the one a listing takes, present or not."""
+    names = sorted({ev for h in ms.hosts for ev in (h.get("evidence") or [])})
+    folders = [Path(f).parent for f in (path, like) if f]
+    return [d / n for d in folders for n in names]
+
+
+def _repathed(rep: dict, path: str) -> dict:
+    """A stored report with its file named ``path`` (a wheel member's extracted path changes
+    each run), marked cached."""
+    old = {k.get("file") for k in rep["kernels"]} - {None, path}
+    if old:
+        text = json.dumps(rep)
+        for o in old:
+            text = text.replace(json.dumps(o)[1:-1], json.dumps(path)[1:-1])
+        rep = json.loads(text)
+    return dict(rep, kernels=[dict(k, cached=True) for k in rep["kernels"]])
 
 
 def _files_kept(rep: dict) -> bool:
@@ -243,7 +319,7 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
     solver budgets (default: SCAN_QUERY_MRU, SCAN_CHECK_MRU, SCAN_MIN_MRU)."""
     budgets = dict(budgets or {"query_mru": SCAN_QUERY_MRU, "check_mru": SCAN_CHECK_MRU, "min_mru": SCAN_MIN_MRU})
     options = {"arith": arith, "memory_gib": memory_gib, "smt_dir": smt_dir, "properties": tuple(properties),
-               "likes": dict(corpus.like), "host": host, "routed": routed, "cache_dir": cache_dir}
+               "likes": dict(corpus.like), "origins": dict(corpus.origin), "host": host, "routed": routed, "cache_dir": cache_dir}
     reports: Dict[str, dict] = {}
     bar = None
     if progress:
@@ -462,7 +538,7 @@ def run(args) -> int:
                        cache_dir=cache_dir_of(args))
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
-        return EXIT_BAD_INPUT
+        return e.exit_code
     errors = [r["error"] for r in reports if r.get("error")]
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]],
               "skipped": [{"file": f, "reason": w} for f, w in corpus.skipped], "errors": errors}
@@ -478,7 +554,7 @@ def run(args) -> int:
             if gated:
                 print("\n".join(gate_text(merged["gate"])))
             if args.json:
-                with open(args.json, "w") as fh:
+                with atomic_open(args.json, "w") as fh:
                     json.dump(merged, fh, indent=2)
         if args.sarif:
             write_sarif(args.sarif, reports, __version__, gate=merged.get("gate"))
@@ -486,7 +562,7 @@ def run(args) -> int:
             write_junit(args.junit, reports)
         if args.html:
             from addrsim.report.html import to_html
-            with open(args.html, "w", encoding="utf-8") as fh:
+            with atomic_open(args.html, "w", encoding="utf-8") as fh:
                 fh.write(to_html(merged, "addrsim scan"))
     except OSError as e:
         sys.stderr.write(f"addrsim: {e.filename or _written(args)}: cannot write ({e.strerror})\n")
@@ -494,5 +570,5 @@ def run(args) -> int:
     for e in errors:
         sys.stderr.write(f"addrsim: {e}\n")
     if errors:
-        return EXIT_BAD_INPUT
+        return max(r.get("exit", EXIT_BAD_INPUT) for r in reports if r.get("error"))
     return gate_status(merged["gate"], merged["kernels"]) if gated else exit_status(reports)

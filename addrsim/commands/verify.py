@@ -12,6 +12,7 @@ from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budge
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
 from addrsim.errors import AddrsimError, InputError
+from addrsim.files import atomic_open
 from addrsim.model.models import load_models
 from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
 from addrsim.report.text import print_table
@@ -74,7 +75,7 @@ def run(args) -> int:
     if bad is None and args.html:
         from addrsim.report.html import to_html
         try:
-            with open(args.html, "w", encoding="utf-8") as fh:
+            with atomic_open(args.html, "w", encoding="utf-8") as fh:
                 fh.write(to_html(merged, "addrsim verify"))
         except OSError as e:
             sys.stderr.write(f"addrsim: {args.html}: cannot write ({e.strerror})\n")

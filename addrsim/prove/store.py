@@ -12,16 +12,28 @@ answer is a function of the query and the budget, and the budget is part of the 
 int-mode classifications, concrete replays (Counterexample, Witness, ReplayFailure: the
 concrete interpreter is deterministic) and witness models; an answer cut by the wall-clock
 safety net (the one that may depend on load) is never written.  Lines are appended with one
-``write`` each (O_APPEND), so workers can share a file.  Each line carries a checksum keyed by
-the source digest; a line that does not parse, fails its checksum or holds a value of the
-wrong shape (a crash mid-write, an edit) is skipped and decided again.  A file or folder that
-cannot be read or written makes the store an in-memory one: the cache never changes a verdict.
+``write`` each (O_APPEND), so workers can share a file.  A file or folder that cannot be read
+or written makes the store an in-memory one: the cache never changes a verdict.
+
+Trust (README, "The query cache"): each line is authenticated by a keyed BLAKE2b MAC whose key
+is a secret, never derived from public data: ``$ADDRSIM_CACHE_KEY`` (a CI secret), else the
+``key`` file of the cache folder (32 random bytes, created with mode 0600 on first use; a key
+file that others may read or write, or that is not the user's own, is not used and the store
+is in memory).  The source digest is mixed in too, so a changed prover never reads another's
+lines.  A line that fails its MAC, does not parse, is longer than :data:`MAX_LINE` bytes,
+nests deeper than the decoder allows, or holds a value of the wrong shape (a crash mid-write,
+an edit, a forgery) is skipped, counted in :attr:`Store.rejected`, and decided again.  The
+folder is bounded: :func:`open_store` keeps the cache files under :func:`cap_bytes` (oldest
+files out first, then the oldest lines of the current file).
 """
 from __future__ import annotations
 
 import hashlib
+import hmac
 import json
 import os
+import secrets
+import stat
 from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
@@ -31,7 +43,12 @@ from addrsim import __version__
 from addrsim.backends.z3_run import WALLCLOCK_NOTE
 from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness
 
-SCHEMA = 3
+SCHEMA = 4
+#: Longest cache line read (bytes): a kernel's whole scan report is under 2 MiB.
+MAX_LINE = 32 << 20
+#: Default bound of a cache folder's query files (bytes; ``$ADDRSIM_CACHE_MAX_MB`` overrides).
+CAP_BYTES = 2 << 30
+KEY_ENV = "ADDRSIM_CACHE_KEY"
 _TYPES = {"C": Counterexample, "W": Witness}
 
 
@@ -111,43 +128,101 @@ def _well_formed(value) -> bool:
             and (value[1] is None or isinstance(value[1], dict)) and isinstance(value[-1], int))
 
 
-def _checksum(key_text: str, value_text: str) -> str:
-    return hashlib.blake2b((key_text + "\0" + value_text).encode(), digest_size=8,
-                           key=code_digest().encode()).hexdigest()
+def _mac(secret: bytes, key_text: str, value_text: str) -> str:
+    """The line's MAC: keyed BLAKE2b (key: the secret, salted with the source digest) over
+    the key and value texts, 128 bits."""
+    return hashlib.blake2b((key_text + "\0" + value_text).encode(), digest_size=16,
+                           key=hashlib.blake2b(secret, digest_size=32, person=code_digest().encode()[:16]).digest()
+                           ).hexdigest()
+
+
+def secret_key(directory) -> Optional[bytes]:
+    """The cache's secret: ``$ADDRSIM_CACHE_KEY`` (its UTF-8 bytes), else ``directory/key``,
+    created with 32 random bytes and mode 0600 when missing.  None when the key file cannot be
+    made or read, or is not safe: not a regular file, not owned by this user, or readable or
+    writable by group or others (anyone who can read it can forge lines)."""
+    env = os.environ.get(KEY_ENV)
+    if env:
+        return env.encode()
+    path = Path(directory) / "key"
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            os.write(fd, secrets.token_hex(32).encode())
+        finally:
+            os.close(fd)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        try:
+            st = os.fstat(fd)
+            if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077
+                    or st.st_size > 4096):
+                return None
+            key = os.read(fd, 4096).strip()
+        finally:
+            os.close(fd)
+    except OSError:
+        return None
+    return key if len(key) >= 32 else None
 
 
 class Store(dict):
     """A query cache; with ``path``, what is set is also appended to that JSON-lines file and
     what the file holds is read first."""
 
-    def __init__(self, path: Optional[Path] = None):
+    def __init__(self, path: Optional[Path] = None, secret: Optional[bytes] = None):
         super().__init__()
-        self.path = path
+        self.path = path if secret is not None else None
+        self.secret = secret
         self.loaded = 0
+        self.rejected = 0           # lines skipped: not authenticated, torn, too long or too deep
         self._earlier = set()
-        if path is not None:
+        if self.path is not None:
             try:
-                if path.exists():
-                    self._load(path)
+                if self.path.exists():
+                    self._load(self.path)
             except OSError:
-                self.path = None   # unreadable (a folder, no permission): in memory only
+                self.path = None   # unreadable (a folder, no permission, a FIFO): in memory only
 
     def _load(self, path: Path) -> None:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                try:
-                    rec = json.loads(line)
-                    k, v = json.dumps(rec["k"], separators=(",", ":")), json.dumps(rec["v"], separators=(",", ":"))
-                    if rec.get("c") != _checksum(k, v):
-                        continue
-                    key, value = _dec(rec["k"]), _dec(rec["v"])
-                    if not _well_formed(value):
-                        continue
-                    super().__setitem__(key, value)
-                    self._earlier.add(key)
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise OSError(f"{path}: not a regular file")
+        with os.fdopen(fd, "rb") as fh:
+            while True:
+                line = fh.readline(MAX_LINE + 1)
+                if not line:
+                    break
+                if len(line) > MAX_LINE:
+                    self.rejected += 1
+                    while line and not line.endswith(b"\n"):     # skip the rest of the long line
+                        line = fh.readline(MAX_LINE)
+                    continue
+                if self._take(line):
                     self.loaded += 1
-                except (ValueError, KeyError, TypeError, AttributeError):
-                    continue       # a torn or edited line: the entry is decided again
+                elif line.strip():
+                    self.rejected += 1
+
+    def _take(self, raw: bytes) -> bool:
+        """Keep one line's entry when its MAC holds and its value is well formed."""
+        try:
+            rec = json.loads(raw.decode("utf-8"))
+            k, v = json.dumps(rec["k"], separators=(",", ":")), json.dumps(rec["v"], separators=(",", ":"))
+            if not isinstance(rec.get("c"), str) or not hmac.compare_digest(rec["c"], _mac(self.secret, k, v)):
+                return False
+            key, value = _dec(rec["k"]), _dec(rec["v"])
+            if not _well_formed(value):
+                return False
+            super().__setitem__(key, value)
+            self._earlier.add(key)
+            return True
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError, UnicodeDecodeError):
+            return False           # a torn, edited or hostile line: the entry is decided again
 
     def earlier(self, key) -> bool:
         """Whether the entry of ``key`` was read from the file (decided by an earlier run)."""
@@ -163,7 +238,9 @@ class Store(dict):
             v = json.dumps(_enc(value), separators=(",", ":"))
         except TypeError:
             return                 # not a value the store keeps (an in-memory object)
-        line = '{"k":' + k + ',"v":' + v + ',"c":"' + _checksum(k, v) + '"}\n'
+        line = '{"k":' + k + ',"v":' + v + ',"c":"' + _mac(self.secret, k, v) + '"}\n'
+        if len(line) > MAX_LINE:
+            return
         try:
             fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
             try:
@@ -178,16 +255,63 @@ def store_path(directory) -> Path:
     return Path(directory) / f"queries-{__version__}-{code_digest()}-s{SCHEMA}.jsonl"
 
 
+def cap_bytes() -> int:
+    """The bound of a cache folder's query files in bytes: ``$ADDRSIM_CACHE_MAX_MB`` MiB, else
+    :data:`CAP_BYTES`."""
+    try:
+        mb = float(os.environ.get("ADDRSIM_CACHE_MAX_MB", ""))
+        return max(1 << 20, int(mb * (1 << 20)))
+    except ValueError:
+        return CAP_BYTES
+
+
+def trim(directory, cap: int) -> None:
+    """Keep the folder's ``queries-*.jsonl`` files under ``cap`` bytes: other versions' files
+    go first, oldest first; then the current file keeps its newest lines up to half the cap
+    (rewritten to a temporary file and renamed; a writer appending meanwhile loses its line,
+    which is only decided again).  Errors leave the files as they are."""
+    d = Path(directory)
+    cur = store_path(d)
+    try:
+        files = [(p.stat().st_mtime, p.stat().st_size, p) for p in d.glob("queries-*.jsonl") if p.is_file()]
+        total = sum(sz for _, sz, _ in files)
+        for _, sz, p in sorted(f for f in files if f[2] != cur):
+            if total <= cap:
+                return
+            p.unlink()
+            total -= sz
+        if total <= cap or not cur.is_file():
+            return
+        keep, size = [], 0
+        with open(cur, "rb") as fh:
+            fh.seek(max(0, cur.stat().st_size - cap // 2))
+            fh.readline()                                  # a partial line
+            for line in fh:
+                keep.append(line)
+                size += len(line)
+        tmp = cur.with_suffix(f".trim{os.getpid()}")
+        with open(tmp, "wb") as fh:
+            fh.writelines(keep)
+        os.replace(tmp, cur)
+    except OSError:
+        return
+
+
 def open_store(directory) -> Store:
-    """The store in ``directory`` (created), or an in-memory one when ``directory`` is None or
-    cannot be created."""
+    """The store in ``directory`` (created, then trimmed to :func:`cap_bytes`), or an in-memory
+    one when ``directory`` is None, cannot be created, or has no usable secret
+    (:func:`secret_key`)."""
     if directory is None:
         return Store()
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
     except OSError:
         return Store()
-    return Store(store_path(directory))
+    secret = secret_key(directory)
+    if secret is None:
+        return Store()
+    trim(directory, cap_bytes())
+    return Store(store_path(directory), secret)
 
 
 def default_dir() -> Optional[Path]:

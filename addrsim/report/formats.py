@@ -30,6 +30,7 @@ counterexample is a ``<failure>``, an unknown or unsupported verdict an ``<error
 """
 from __future__ import annotations
 
+from addrsim.files import atomic_open
 from addrsim.prove.verdict import Verdict
 from addrsim.report.causes import check_name, root_causes, smallest_check, smallest_of
 from addrsim.report.gate import cause_state, fingerprint
@@ -414,7 +415,7 @@ def _write_text(path: PathLike, text: str) -> None:
         sys.stdout.write(text)
         sys.stdout.flush()
         return
-    with open(path, "w", encoding="utf-8", newline="\n") as f:
+    with atomic_open(path, "w", encoding="utf-8", newline="\n") as f:
         f.write(text)
 
 

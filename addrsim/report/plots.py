@@ -67,6 +67,8 @@ def plot_rows(af, shapes: Dict[str, dict], path: str, buffer: str = "lse", title
     fig.suptitle(title or "rows read (blue; red: out of range, read as 0) vs rows it should read (grey)", fontsize=10)
     top = 1 - 0.45 / fig.get_size_inches()[1]
     fig.tight_layout(rect=(0, 0, 1, top))
-    fig.savefig(path, dpi=110)
+    from addrsim.files import atomic_open
+    with atomic_open(path, "wb") as fh:
+        fig.savefig(fh, dpi=110, format=str(path).rsplit(".", 1)[-1].lower() if "." in str(path) else "png")
     plt.close(fig)
     return path
