@@ -111,3 +111,32 @@ def test_the_folder_is_bounded_oldest_out(tmp_path):
     again = Store(s.path, s.secret)
     assert 0 < len(again) < 200 and f"q199" in again and "q0" not in again
     assert s.path.stat().st_size <= size // 4 + 200
+
+
+def test_a_forged_scan_report_is_not_read_and_the_run_says_so(tmp_path):
+    """The attack of issue 36 end to end: a scan report rewritten to "all proved" with a
+    recomputed public checksum.  The rescan decides again (the refutation stands) and its
+    totals line counts the ignored lines."""
+    import subprocess
+    import sys
+    from test_examples import MODEL, build
+    k = build("lsed_bas_shortcut", tmp_path)
+    argv = [sys.executable, "-m", "addrsim", "scan", "--no-progress", str(k), "--model", MODEL, "--buffer", "lse",
+            "--layout", "sbhd", "--bound", "nhead_q=1:8", "--bound", "nhead_k=1:8", "--bound", "batch=1:16",
+            "--cache-dir", str(tmp_path / "c")]
+    env = dict(os.environ, ADDRSIM_NO_CACHE="")
+    first = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert first.returncode == 1 and "CEX" in first.stdout
+    (f,) = (tmp_path / "c").glob("queries-*.jsonl")
+    forged = []
+    for line in f.read_text().splitlines():
+        rec = json.loads(line)
+        text = json.dumps(rec["v"]).replace('"counterexample"', '"proved"')
+        rec["v"] = json.loads(text)
+        k_, v_ = (json.dumps(rec[x], separators=(",", ":")) for x in ("k", "v"))
+        rec["c"] = _public_checksum(k_, v_)
+        forged.append(json.dumps(rec))
+    f.write_text("\n".join(forged) + "\n")
+    again = subprocess.run(argv, capture_output=True, text=True, env=env)
+    assert again.returncode == 1 and "CEX" in again.stdout
+    assert f"{len(forged)} query cache line(s) ignored" in again.stdout

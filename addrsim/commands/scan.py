@@ -235,10 +235,11 @@ def _scan_one(path, buffers, layouts):
     label = opts.pop("origins", {}).get(path, path)
     key = report_key(path, like, buffers, layouts, w["ms"], w["bounds"], w["budgets"], opts, label)
     hit = w["cache"].get(key) if key is not None else None
+    rejected = getattr(w["cache"], "rejected", 0)
     if hit is not None and _files_kept(hit[1]):
         # an earlier run's report of the same bytes, models and settings (its times are that
         # run's); a wheel member was extracted to another temporary folder then
-        return _repathed(hit[1], path)
+        return dict(_repathed(hit[1], path), cache_rejected=rejected)
     try:
         rep = verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
                      like=like, require_buffers=False, **w["budgets"], **opts)
@@ -249,7 +250,7 @@ def _scan_one(path, buffers, layouts):
                 "error": f"{path}: internal error: {type(e).__name__}: {e}"}
     if key is not None:
         w["cache"][key] = ("report", rep)
-    return rep
+    return dict(rep, cache_rejected=rejected)
 
 
 def report_key(path, like, buffers, layouts, ms: ModelSet, bounds, budgets, opts, label=None) -> Optional[str]:
@@ -469,12 +470,17 @@ def _marks(k: dict, rc: dict) -> List[str]:
 
 def _totals(counts: Dict[str, int], reports: List[dict]) -> str:
     cached = sum(1 for r in reports for k in r.get("kernels", []) if k.get("cached"))
+    rejected = max((r.get("cache_rejected", 0) for r in reports), default=0)
     return ("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
             f" over {sum(len(r['kernels']) for r in reports)} kernel(s)" +
-            (f" ({cached} read from the query cache: same code object, models and settings)" if cached else ""))
+            (f" ({cached} read from the query cache: same code object, models and settings)" if cached else "") +
+            (f"; {rejected} query cache line(s) ignored ({REJECTED_WHY})" if rejected else ""))
 
 
 # ----------------------------------------------------------------------------- the command
+
+REJECTED_WHY = "not authenticated by this cache's key, torn, too long or too deep: decided again"
+
 
 def register(sub) -> None:
     """Add the ``scan`` subcommand to ``sub`` (argparse subparsers)."""
@@ -541,7 +547,8 @@ def run(args) -> int:
         return e.exit_code
     errors = [r["error"] for r in reports if r.get("error")]
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]],
-              "skipped": [{"file": f, "reason": w} for f, w in corpus.skipped], "errors": errors}
+              "skipped": [{"file": f, "reason": w} for f, w in corpus.skipped], "errors": errors,
+              "cache_rejected": max((r.get("cache_rejected", 0) for r in reports), default=0)}
     gated = args.baseline is not None or args.accepted is not None
     if gated:
         merged["gate"] = gate(merged["kernels"], baseline, accepted)

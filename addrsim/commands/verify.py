@@ -68,6 +68,10 @@ def run(args) -> int:
         if bar is not None:
             bar.close()
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]]}
+    if getattr(cache, "rejected", 0):
+        from addrsim.commands.scan import REJECTED_WHY
+        merged["cache_rejected"] = cache.rejected
+        sys.stderr.write(f"addrsim: {cache.rejected} query cache line(s) ignored ({REJECTED_WHY})\n")
     import io
     buf = io.StringIO()
     print_table(merged, buf, details=args.details)
