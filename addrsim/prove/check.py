@@ -44,8 +44,9 @@ from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, 
                                  query_key, ranges_of, solve, violates)
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
+from addrsim.prove.standin import StandIn, stand_in
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
-from addrsim.prove.verdict import Cause, Check, ReplayFailure, Verdict
+from addrsim.prove.verdict import Cause, Check, ReplayFailure, Verdict, counterexample
 from addrsim.prove.wraps import last_workgroup, wrap_sites
 
 
@@ -116,6 +117,9 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     capped = ex.derived.get("capped", {}).get((ctx.ptr, every))
     if capped:
         return ctx.done(Verdict.UNKNOWN, capped)
+    wrong = stand_in(sub, ex, prob, buffer, ctx.ptr, stand_ins=not tg)
+    if wrong is not None:
+        return _wrong_base(ctx, wrong)
     refused, tg = _refusal(ctx, tg)
     if refused is not None:
         return ctx.done(Verdict.UNSUPPORTED, refused)
@@ -149,6 +153,20 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
         if later:
             return ctx.done(Verdict.UNSUPPORTED, later)
     return ctx.done(Verdict.PROVED)
+
+
+def _wrong_base(ctx: _Ctx, w: StandIn) -> Check:
+    """A counterexample of cause ``base``: the buffer addressed through another pointer
+    argument (:mod:`addrsim.prove.standin`); its offsets are those of the access's address
+    from the buffer's own pointer, as built and as meant, at a small shape of the domain."""
+    model = dict({s.name: 0 for s in ctx.prob.grid.values()}, **w.shape, **w.ids)
+    cex = counterexample(ctx.prob, model, w.kernargs, w.extracted, w.expected, w.pc,
+                         "evaluation of the explored address (pointer bases 2**40 apart)")
+    cex.memory_bytes = memory_needed(ctx.prob, cex)
+    cex.minimal = False        # the base is wrong at every shape; this is a small one, not minimised
+    ctx.res.counterexample, ctx.res.cause = cex, Cause.BASE
+    ctx.res.accesses = [w.pc]
+    return ctx.done(Verdict.COUNTEREXAMPLE, w.reason())
 
 
 def _symbols_read(tg: List[Target]) -> set:

@@ -107,6 +107,16 @@ def _inputs(sub: Subject, prob: Problem, model, argvals: Dict[str, int], fixed_p
     return _Inputs(argvals, ptrs, memory, regions)
 
 
+def solver_pointers(sub: Subject, prob: Problem, model) -> Dict[str, int]:
+    """The pointer bases the solver chose (byte addresses), for the replay to keep: a carry
+    the solver found (a base near a 4 GiB boundary whose ``s_addc_u32`` was dropped) happens
+    only at that base.  Sequence-start arrays keep their own aligned bases (the replay writes
+    the arrays there)."""
+    arrays = set(prob.arrays)
+    return {a: model[a] for a in pointer_args(sub.ms, sub.kernel) if a in model and a not in arrays
+            and isinstance(model[a], int) and 0 <= model[a] < PTR_LIMIT}
+
+
 def _run(sub: Subject, inp: _Inputs, ids: Dict[str, int], lane: int, pc: int, occurrence: int = 1):
     """The accesses at ``pc`` (one per lane of the wave holding ``lane``) of one workgroup's
     concrete run, or None when the run ends before reaching it.  Raises ReplayBudget,
@@ -134,7 +144,7 @@ def replay(sub: Subject, prob: Problem, t: Target, model, a, a00, expected, buff
             argvals[name] = X.evaluate(e, env)
         except KeyError:
             argvals[name] = model.get(name, 0)
-    inp = _inputs(sub, prob, model, argvals)
+    inp = _inputs(sub, prob, model, argvals, solver_pointers(sub, prob, model))
     env.update({k: v for k, v in model.items() if k.endswith("[]")})
     lane = model.get(LANE, 0)
     ids = {s.name: env[s.name] for s in grid.values()}
@@ -164,7 +174,7 @@ def replay(sub: Subject, prob: Problem, t: Target, model, a, a00, expected, buff
     if got == exp:
         return _fail("mismatch", f"solver counterexample did not replay: concrete offset {got} equals expected "
                                  f"at {shape} (engine bug)")
-    shown = {k: v for k, v in inp.argvals.items() if k not in inp.ptrs}
+    shown = {k: v for k, v in inp.argvals.items() if k not in inp.ptrs or k in solver_pointers(sub, prob, model)}
     return counterexample(prob, model, shown, got, exp, t.access.instr.addr, note)
 
 

@@ -44,8 +44,10 @@ class Cause(_Word):
     """Why a counterexample fails: ``overflow`` (proved over unbounded integers, refuted in
     hardware arithmetic), ``formula`` (wrong over the integers too), ``loop`` (a later
     iteration is wrong), ``allocation`` / ``num_records`` (bounds: outside the tensor, or
-    clamped by the V#); ``unclassified`` when int mode could not decide."""
+    clamped by the V#), ``base`` (the buffer addressed through another pointer argument, or a
+    base built from two); ``unclassified`` when int mode could not decide."""
 
+    BASE = "base"
     OVERFLOW = "overflow"
     FORMULA = "formula"
     LOOP = "loop"

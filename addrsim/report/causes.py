@@ -18,6 +18,8 @@ A root cause is one of (its ``kind``):
 - ``loop``: a later loop iteration's step (keyed by the loop);
 - ``bounds``: accesses outside their allocation or V# range, per layout and kind
   (``allocation``, ``num_records``); whether one wrap causes them is not decided here;
+- ``base``: a buffer addressed through another pointer argument, or through a V# base built
+  from two (keyed by the access and the buffer);
 - ``unclassified``: a counterexample whose cause was not decided, one per check.
 """
 from __future__ import annotations
@@ -60,6 +62,8 @@ def _key(c: dict) -> Tuple:
     if cause == Cause.FORMULA:
         return ("formula", c["layout"], c.get("difference_shape")
                 or _own_pointer_out(c.get("difference") or "", c["buffer"]))
+    if cause == Cause.BASE:
+        return ("base", c["counterexample"]["access_pc"], c["buffer"], c.get("reason") or "")
     if cause == Cause.LOOP:
         m = re.search(r"loop (0x[0-9a-f]+-0x[0-9a-f]+)", c.get("reason") or "")
         return ("loop", m.group(1) if m else c["buffer"])
@@ -211,6 +215,14 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         if diff:
             r["boundary"] = {key[1]: formula_boundary(key[2], grid_ranges(checks[0])) or f"{diff} != 0"}
         r["fix"] = next((FIX_FORMULA[c["buffer"]] for c in checks if c["buffer"] in FIX_FORMULA), "")
+    elif kind == "base":
+        why = key[3].split(": ", 1)[-1]
+        r["title"] = f"wrong base pointer: {why}"
+        line = checks[0]["counterexample"].get("access_line") if checks else None
+        r["where"] = {"pc": key[1], "instruction": "", "line": line}
+        r["boundary"] = {c["layout"]: "every shape (the base does not depend on the shape)" for c in checks}
+        r["fix"] = (f"build {key[2]}'s V# base from its own pointer argument (both words of the 64-bit pointer, "
+                    f"s_add_u32/s_addc_u32 on the same pair)")
     elif kind == "loop":
         r["title"] = f"a later iteration of loop {key[1]} steps by an amount that depends on batch_id or head_id"
     elif kind == "bounds":
