@@ -383,6 +383,56 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
         return _run_concrete(code, start, stop_addr, max_steps, occurrence, None)
 
 
+def run_to_end(code: List[Instr], m: ConcreteLanes, pcs, max_steps: int = 200_000) -> List[Tuple[int, List[Access]]]:
+    """Run one wave concretely to ``s_endpgm`` and return (pc, per-lane accesses) of every
+    execution of an instruction at ``pcs``, in order.  Runs the slice of those accesses
+    (:func:`addrsim.engine.slice.accesses_plan`), and unsliced again when that run reads a
+    register it skipped or refuses an instruction, so the answer is the unsliced run's.
+    Raises Unsupported (a branch on a value the machine does not know), ReplayBudget past
+    ``max_steps`` instructions."""
+    from addrsim.engine.slice import accesses_plan
+    pcs = frozenset(pcs)
+    plan = accesses_plan(code, pcs)
+    start = m.clone()
+    try:
+        return _run_all(code, m, pcs, max_steps, plan)
+    except (SliceMiss, Unsupported):
+        return _run_all(code, start, pcs, max_steps, None)
+
+
+def _run_all(code, m, pcs, max_steps, plan: Optional[ReplayPlan]):
+    c = _Code(code)
+    idx, steps, out = 0, 0, []
+    mode = plan.mode if plan is not None else None
+    while idx < len(code):
+        ins = code[idx]
+        steps += 1
+        if steps > max_steps:
+            raise ReplayBudget(f"more than {max_steps} instructions in one wave's run to its end")
+        kind = lookup(ins.mnemonic).kind
+        if kind == "end":
+            return out
+        if kind == "branch":
+            cond = branch_condition(m, ins)
+            if cond is not None and not isinstance(cond, Const):
+                raise Unsupported(f"branch condition at {ins.addr:#x} not concrete ({cond!r})")
+            if cond is None or cond.value == 1:
+                if ins.target not in c.index:
+                    raise Unsupported(f"branch target {ins.target} not an instruction")
+                idx = c.index[ins.target]
+            else:
+                idx += 1
+            continue
+        if mode is not None and mode[idx] != RUN:
+            _not_run(m, plan.regs[idx], mode[idx] == OPAQUE, ins)
+            idx += 1
+            continue
+        if m.step(ins) == "access" and ins.addr in pcs:
+            out.append((ins.addr, list(m.last_access)))
+        idx += 1
+    return out
+
+
 def _run_concrete(code, m, stop_addr, max_steps, occurrence, plan: Optional[ReplayPlan]):
     c = _Code(code)
     idx = 0

@@ -192,11 +192,20 @@ def replay_plan(code: List[Instr], stop_addr: int) -> Optional[ReplayPlan]:
     """The plan for replaying ``code`` up to the instruction at ``stop_addr`` (module
     docstring); None when ``stop_addr`` is no instruction of ``code``.  Cached per code and
     access."""
+    return accesses_plan(code, (stop_addr,))
+
+
+def accesses_plan(code: List[Instr], stop_addrs) -> Optional[ReplayPlan]:
+    """The plan that runs what any access at ``stop_addrs`` (instruction addresses) and the
+    paths to them depend on: :func:`replay_plan` for several accesses at once (a run to the
+    end that records each, :func:`addrsim.engine.explore.run_to_end`).  None when one of them
+    is no instruction of ``code``.  Cached per code and set of accesses."""
     key, (facts, succ) = _graph(code)
-    target = next((n for n, ins in enumerate(code) if ins.addr == stop_addr), None)
-    if target is None:
+    where = {ins.addr: n for n, ins in enumerate(code)}
+    if not stop_addrs or any(a not in where for a in stop_addrs):
         return None
-    pkey = (key, stop_addr)
+    targets = {where[a] for a in stop_addrs}
+    pkey = (key, tuple(sorted(stop_addrs)))
     plan = _PLANS.get(pkey)
     if plan is not None:
         return plan
@@ -211,7 +220,7 @@ def replay_plan(code: List[Instr], stop_addr: int) -> Optional[ReplayPlan]:
             for s in succ[i]:
                 out |= live_in[s]
             f = facts[i]
-            if i == target:
+            if i in targets:
                 r, uses = True, f.access_uses
             else:
                 r = f.always or bool(f.may & out)
@@ -223,7 +232,7 @@ def replay_plan(code: List[Instr], stop_addr: int) -> Optional[ReplayPlan]:
             if new != live_in[i]:
                 live_in[i] = new
                 changed = True
-    mode = tuple(RUN if run[i] and (facts[i].inputs or i == target) else OPAQUE if run[i] else SKIP
+    mode = tuple(RUN if run[i] and (facts[i].inputs or i in targets) else OPAQUE if run[i] else SKIP
                  for i in range(n))
     regs = tuple(() if mode[i] == RUN else _bits_regs(facts[i].may) for i in range(n))
     plan = ReplayPlan(mode, regs)

@@ -87,6 +87,7 @@ class Problem:
     exact_unused: set = field(default_factory=set)   # arguments whose exactness is not in ``domain``
     declared: Dict[str, Tuple[int, int]] = field(default_factory=dict)  # bounds before the domain narrows them
     grid_count: Dict[str, Expr] = field(default_factory=dict)   # grid id name -> workgroups on its axis (64-bit)
+    tiles: Dict[str, Dict[str, Expr]] = field(default_factory=dict)   # buffer -> what one workgroup stores (TILE_KEYS)
 
     def shape_of(self, model: Dict[str, int]) -> Dict[str, int]:
         """The shape of a solver model as reported: every shape variable (its lower bound
@@ -229,11 +230,12 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     entries = _routing(b, host, routed)
     dom = [a.expr for a in b.asm if a.layer in KERNEL_LAYERS or (a.layer == "routing" and a.entry == routed)]
     expected, etext, extent, slices = _buffers(b)
+    tiles = _tiles(b)
     prob = Problem(layout, (con or {}).get("name"), b.fname, shape, b.fixed, dict(b.bounds), kernargs, dom,
                    expected, etext, grid, lane, b.names, b.notes, b.mode, memory, limit, array_args, array_specs,
                    extent, slices, (host or {}).get("name"), host_why, b.asm, entries, routed,
                    {k: (e, w) for k, (e, w, _) in exact.items()}, declared=dict(b.bounds),
-                   grid_count=dict(b.grid_count))
+                   grid_count=dict(b.grid_count), tiles=tiles)
     prob.narrow()
     return prob
 
@@ -475,6 +477,33 @@ def _buffers(b: _Build):
             continue   # this layout has no strides for the buffer's tensor
         expected[buf], etext[buf] = e, text
     return expected, etext, extent, slices
+
+
+TILE_KEYS = ("rows", "row_bytes", "row_stride", "first", "count")
+"""A buffer's ``tile`` in the models: what one workgroup stores in its (batch, head) slice.
+``rows`` (rows of the slice), ``row_bytes`` (bytes of one row), ``row_stride`` (bytes from one
+row to the next), and the rows the workgroup owns, ``first`` and ``count`` (each stored
+exactly once; count 0: no coverage claimed, only that every store lies in the slice and no
+element is stored twice).  Batch mode only."""
+
+
+def _tiles(b: _Build) -> Dict[str, Dict[str, Expr]]:
+    """Per buffer: its tile (:data:`TILE_KEYS`, parsed), the family's definition first (a
+    family that redefines a buffer's offsets redefines its tile too)."""
+    out: Dict[str, Dict[str, Expr]] = {}
+    if b.mode != "batch":
+        return out
+    fbuf = (b.fam or {}).get("buffers") or {}
+    for buf, spec in b.ms.buffers.items():
+        fspec = fbuf.get(buf) or {}
+        tile = fspec.get("tile") if ("expected" in fspec or "tile" in fspec) else spec.get("tile")
+        if not isinstance(tile, dict):
+            continue
+        where = (b.ms.origin.get(f"family {b.fname}", b.src) if "tile" in fspec else b.ms.origin.get(f"buffers.{buf}", b.src))
+        parsed = {k: b.parse_or_skip(str(tile[k]), where, f"buffers.{buf}.tile.{k}") for k in TILE_KEYS if k in tile}
+        if all(parsed.get(k) is not None for k in TILE_KEYS):
+            out[buf] = parsed
+    return out
 
 
 def _may_exceed(e: Expr, width: int, bounds: Dict[str, Tuple[int, int]]) -> bool:

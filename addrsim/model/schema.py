@@ -121,6 +121,7 @@ def _load_buffers(ms, sec, f):
         _need(all(isinstance(p, str) for p in ptr), f, f"buffers.{k}.ptr must be names")
         for key in ("extent", "group_extent", "slice"):
             _need(key not in v or isinstance(v[key], (str, int)), f, f"buffers.{k}.{key} must be an expression")
+        _need("tile" not in v or _is_tile(v["tile"]), f, f"buffers.{k}.tile must map {', '.join(TILE)} to expressions")
         ms.buffers[k] = dict(v, ptr=ptr)
         ms.origin[f"buffers.{k}"] = str(f)
 
@@ -204,6 +205,19 @@ def _check_host_refs(ms: ModelSet) -> None:
 _SCALAR = (str, int)
 
 
+TILE = ("rows", "row_bytes", "row_stride", "first", "count")     # addrsim.model.problem.TILE_KEYS
+
+
+def _is_tile(v) -> bool:
+    return _is_map(v) and set(v) == set(TILE)
+
+
+def _is_buffer(b) -> bool:
+    """A family's buffer override: expressions, and a tile (or null: no tile)."""
+    return isinstance(b, dict) and _is_map({k: x for k, x in b.items() if k != "tile"}) and \
+        ("tile" not in b or b["tile"] is None or _is_tile(b["tile"]))
+
+
 def _is_map(v, key_t=str, val_t=_SCALAR) -> bool:
     return isinstance(v, dict) and all(isinstance(k, key_t) and isinstance(x, val_t) and not isinstance(x, bool)
                                        for k, x in v.items())
@@ -228,8 +242,8 @@ def _check_family(fam: dict, f):
         ("bounds", lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_map(b) and set(b) <= {"min", "max"}
                                                           for k, b in v.items()),
          "bounds must map shape variables to {min, max}"),
-        ("buffers", lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_map(b) for k, b in v.items()),
-         "buffers must map buffer names to {expected, extent, slice}"),
+        ("buffers", lambda v: isinstance(v, dict) and all(isinstance(k, str) and _is_buffer(b) for k, b in v.items()),
+         "buffers must map buffer names to {expected, extent, slice, tile}"),
         ("preconditions", lambda v: isinstance(v, list) and all(isinstance(x, _SCALAR) for x in v),
          "preconditions must be a list of expressions"),
         ("traits", lambda v: isinstance(v, list) and all(isinstance(x, _SCALAR) for x in v),

@@ -44,6 +44,7 @@ from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, 
                                  query_key, ranges_of, solve, violates)
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
+from addrsim.prove.coverage import Fault, coverage
 from addrsim.prove.standin import StandIn, stand_in
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
 from addrsim.prove.verdict import Cause, Check, ReplayFailure, Verdict, counterexample
@@ -120,6 +121,9 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     wrong = stand_in(sub, ex, prob, buffer, ctx.ptr, stand_ins=not tg)
     if wrong is not None:
         return _wrong_base(ctx, wrong)
+    covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
+    if isinstance(covered, Fault):
+        return _uncovered(ctx, covered)
     refused, tg = _refusal(ctx, tg)
     if refused is not None:
         return ctx.done(Verdict.UNSUPPORTED, refused)
@@ -148,6 +152,9 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
                 cex.memory_bytes = memory_needed(prob, cex)
             return ctx.done(verdict, why + (_dump(ctx, lambda: "") if verdict == Verdict.UNKNOWN else ""))
         res.loops = True
+        if isinstance(covered, str):      # the relative claim holds; the absolute one was not decided
+            return ctx.done(Verdict.UNKNOWN, f"{buffer}'s store coverage (prove/coverage.py) was not decided: "
+                                             f"{covered}")
     else:
         later = _later_iterations(sub.code, ex, ctx.ptr, tg)
         if later:
@@ -167,6 +174,20 @@ def _wrong_base(ctx: _Ctx, w: StandIn) -> Check:
     ctx.res.counterexample, ctx.res.cause = cex, Cause.BASE
     ctx.res.accesses = [w.pc]
     return ctx.done(Verdict.COUNTEREXAMPLE, w.reason())
+
+
+def _uncovered(ctx: _Ctx, f: Fault) -> Check:
+    """A counterexample of cause ``layout``: one workgroup's stores break its tile
+    (:mod:`addrsim.prove.coverage`); both offsets are the faulting byte's offset from the
+    workgroup's slice base (the reason says what is wrong with it)."""
+    model = dict(f.shape, **f.ids, **{LANE: max(f.lane, 0) + 64 * max(f.wave, 0)})
+    cex = counterexample(ctx.prob, model, {}, f.offset, f.offset, f.pc,
+                         "a run of every wave of the workgroup on the concrete interpreter")
+    cex.memory_bytes = memory_needed(ctx.prob, cex)
+    cex.minimal = False                 # a test at a small shape, not a minimised one
+    ctx.res.counterexample, ctx.res.cause = cex, Cause.LAYOUT
+    ctx.res.accesses = [f.pc] if f.pc else []
+    return ctx.done(Verdict.COUNTEREXAMPLE, f.reason())
 
 
 def _symbols_read(tg: List[Target]) -> set:

@@ -45,9 +45,12 @@ class Cause(_Word):
     hardware arithmetic), ``formula`` (wrong over the integers too), ``loop`` (a later
     iteration is wrong), ``allocation`` / ``num_records`` (bounds: outside the tensor, or
     clamped by the V#), ``base`` (the buffer addressed through another pointer argument, or a
-    base built from two); ``unclassified`` when int mode could not decide."""
+    base built from two), ``layout`` (one workgroup's stores leave its slice, store a byte
+    twice or leave one of its rows unwritten: :mod:`addrsim.prove.coverage`); ``unclassified``
+    when int mode could not decide."""
 
     BASE = "base"
+    LAYOUT = "layout"
     OVERFLOW = "overflow"
     FORMULA = "formula"
     LOOP = "loop"

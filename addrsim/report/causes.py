@@ -18,6 +18,8 @@ A root cause is one of (its ``kind``):
 - ``loop``: a later loop iteration's step (keyed by the loop);
 - ``bounds``: accesses outside their allocation or V# range, per layout and kind
   (``allocation``, ``num_records``); whether one wrap causes them is not decided here;
+- ``layout``: one workgroup's stores leave its slice, store a byte twice or leave a row it
+  owns unwritten (keyed by the buffer, the kind of fault and the access);
 - ``base``: a buffer addressed through another pointer argument, or through a V# base built
   from two (keyed by the access and the buffer);
 - ``unclassified``: a counterexample whose cause was not decided, one per check.
@@ -62,6 +64,9 @@ def _key(c: dict) -> Tuple:
     if cause == Cause.FORMULA:
         return ("formula", c["layout"], c.get("difference_shape")
                 or _own_pointer_out(c.get("difference") or "", c["buffer"]))
+    if cause == Cause.LAYOUT:
+        kind = next((k for k in ("outside", "same", "never stored") if k in (c.get("reason") or "")), "")
+        return ("layout", c["buffer"], kind, c["counterexample"]["access_pc"])
     if cause == Cause.BASE:
         return ("base", c["counterexample"]["access_pc"], c["buffer"], c.get("reason") or "")
     if cause == Cause.LOOP:
@@ -223,6 +228,16 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["boundary"] = {c["layout"]: "every shape (the base does not depend on the shape)" for c in checks}
         r["fix"] = (f"build {key[2]}'s V# base from its own pointer argument (both words of the 64-bit pointer, "
                     f"s_add_u32/s_addc_u32 on the same pair)")
+    elif kind == "layout":
+        what = {"outside": "stores outside the workgroup's own slice", "same": "stores one element twice",
+                "never stored": "leaves rows it owns unwritten"}.get(key[2], "breaks its tile")
+        r["title"] = f"one workgroup's {key[1]} {what} (the same in every workgroup: the relative check cannot see it)"
+        if key[3]:
+            line = checks[0]["counterexample"].get("access_line") if checks else None
+            r["where"] = {"pc": key[3], "instruction": "", "line": line}
+        r["boundary"] = {c["layout"]: "every shape run (the fault is in the lane, wave or row terms)" for c in checks}
+        r["fix"] = (f"the {key[1]} address's lane, wave and row terms: each lane of each wave must store its own "
+                    f"elements of the tile (the reason names the lanes and the row)")
     elif kind == "loop":
         r["title"] = f"a later iteration of loop {key[1]} steps by an amount that depends on batch_id or head_id"
     elif kind == "bounds":

@@ -330,7 +330,10 @@ def _x(text) -> str:
 def _failure(check: dict) -> Failure:
     cex = check.get(Verdict.COUNTEREXAMPLE) or {}
     ext, exp = _offsets(cex)
-    if cex:
+    absolute = check.get("cause") in ("base", "layout")       # the reason says what is wrong, not two offsets
+    if cex and absolute:
+        msg = f"counterexample at {_shape_text(cex.get('shape'))}: {_coords_text(cex)}: {_reason(check)}"
+    elif cex:
         msg = (f"counterexample at {_shape_text(cex.get('shape'))}: {_coords_text(cex)}: "
                f"byte offset from (0,0) extracted {ext}, expected {exp}")
     else:

@@ -162,7 +162,7 @@ def _print_cex_point(c: dict, out, pad: str) -> None:
     x = c["counterexample"]
     out.write(f"{pad}batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} lane={x['lane']}, "
               f"access at {x['access_pc']:#x}" + (f" (listing line {x['access_line']})" if x.get("access_line") else ""))
-    if c.get("property") == "bounds" or c.get("cause") == Cause.BASE:
+    if c.get("property") == "bounds" or c.get("cause") in (Cause.BASE, Cause.LAYOUT):
         why = c.get("reason") or ""
         out.write(f": {why.split(': ', 1)[1] if why.startswith('access at ') and ': ' in why else why}\n")
     else:

@@ -1,0 +1,197 @@
+"""Store coverage: what one workgroup writes into its (batch, head) slice of an output, from a
+run of every wave of the workgroup on the concrete interpreter.
+
+Owns :class:`Fault`, :func:`coverage` and :data:`SHAPES`.  May import addrsim.ir,
+addrsim.engine, addrsim.model and the lower prove modules (machines, targets, differential).
+
+The address claim of :mod:`addrsim.prove.check` is relative: each workgroup's access against
+the same lane's access in workgroup (0, 0).  An error every workgroup makes alike cancels out
+there (issue 36: dK's wave-row term dropped, so 3 of 4 waves store over wave 0's rows; a lane
+term shifted one bit too far, so the last wave's dQ adds land in the next head).  This check is
+absolute.  At two small shapes of the domain (the second not a multiple of the key tile where
+the kernel allows it), the waves of workgroup (batch_id, head_id, kv_tile) are run to their
+end, and every byte a lane stores (EXEC set, the V# range check passed) is placed in the slice
+of the model's ``tile`` (:data:`addrsim.model.problem.TILE_KEYS`):
+
+- ``outside``: a byte outside the workgroup's own slice (before its base, past its last row,
+  or past a row's width into the next head's or batch's row);
+- ``twice``: a byte stored twice by the workgroup (two lanes, or one lane twice); atomic adds
+  are exempt (a key tile may add its dQ in parts, and the a16 kernels add the first q tile's
+  rows once more than the others at seqlen 64: with zeros, or partial sums, the run cannot
+  tell);
+- ``unwritten``: a byte of the rows the workgroup owns (``first``, ``count``) never stored, or,
+  where the tile claims no rows (count 0), a byte of a row the workgroup stores into that it
+  leaves out (a key tile adds into whole dQ rows).
+
+It is a test at two shapes, not a proof over the domain; it needs nothing the models do not
+state, and a violation is a real run of the real code.  The runs are cached on the exploration
+per layout and shape (one run serves dK, dV and dQ).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Dict, List, Optional, Tuple
+
+from addrsim.engine.explore import ReplayBudget, run_to_end
+from addrsim.engine.machine import Unsupported
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const
+from addrsim.model.models import SHAPE_VARS, Problem
+from addrsim.prove.differential import environment, in_domain
+from addrsim.prove.machines import concrete_machine
+from addrsim.prove.targets import pointers_in
+
+SHAPES = (((2, 2, 2, 64), (2, 2, 1, 100), (2, 2, 2, 128)),                     # one tile: its tails
+          ((2, 2, 2, 384), (2, 2, 2, 320), (2, 2, 2, 256)),                      # several key tiles
+          ((2, 2, 1, 200), (2, 2, 2, 100), (2, 2, 2, 72)))                       # not a multiple of 64
+"""(batch, nhead_q, nhead_k, seqlen_q = seqlen_k) in groups: the first shape of each group
+that lies in the domain at workgroup (1, 1) is run (at key tile 1 where there is one, else 0;
+the last group's at its last key tile)."""
+MAX_WAVES = 16
+
+
+@dataclass(frozen=True)
+class Fault:
+    """A coverage violation of ``buffer`` at ``shape``, workgroup ``ids``: ``kind`` (outside,
+    twice, unwritten), the byte offset in the slice (``offset``, bytes from the slice base),
+    its row and byte in the row, the wave and lane that stored it (the first of two for
+    twice; -1 for unwritten), the access's ``pc``, how many bytes are affected, and the
+    other (wave, lane) of a twice."""
+
+    buffer: str
+    kind: str
+    shape: Dict[str, int]
+    ids: Dict[str, int]
+    offset: int
+    row: int
+    column: int
+    wave: int
+    lane: int
+    pc: int
+    count: int
+    other: Tuple[int, int] = (-1, -1)
+
+    def reason(self) -> str:
+        where = f"row {self.row}, byte {self.column} of the row"
+        at = f"workgroup {self.ids} at " + " ".join(f"{k}={v}" for k, v in self.shape.items())
+        if self.kind == "outside":
+            return (f"access at {self.pc:#x}: wave {self.wave} lane {self.lane} stores outside the workgroup's own "
+                    f"{self.buffer} slice ({where}; {self.count} byte(s) in all), {at}")
+        if self.kind == "twice":
+            return (f"access at {self.pc:#x}: wave {self.wave} lane {self.lane} and wave {self.other[0]} lane "
+                    f"{self.other[1]} store the same {self.buffer} bytes ({where}; {self.count} byte(s) stored more "
+                    f"than once), {at}")
+        return (f"{self.count} byte(s) of the {self.buffer} rows the workgroup owns are never stored (first: "
+                f"{where}), {at}")
+
+
+def _shapes(prob: Problem, tiles: Dict[str, int]):
+    """The (shape, ids) the runs are made at: one per group of :data:`SHAPES`, at most."""
+    found = []
+    zero = {g.name: 0 for g in prob.grid.values()}
+    for n, group in enumerate(SHAPES):
+        for b, hq, hk, s in group:
+            shape = {"batch": b, "nhead_q": hq, "nhead_k": hk, "seqlen_q": s, "seqlen_k": s}
+            shape.update({k: v for k, v in prob.fixed.items() if k in SHAPE_VARS})
+            ts = tiles.get("ts_kv") or s
+            last = max(0, (s + ts - 1) // ts - 1)
+            x = last if n == len(SHAPES) - 1 else min(1, last)
+            ids = dict(zero, **{prob.grid["z"].name: 1, prob.grid["y"].name: 1, prob.grid["x"].name: x})
+            if in_domain(prob, shape, zero, 0) and in_domain(prob, shape, ids, 0):
+                if all(shape != f[0] for f in found):
+                    found.append((shape, ids))
+                break
+    return found
+
+
+def _stores(sub, ex, prob: Problem, shape, ids) -> object:
+    """(pointer -> [(pc, wave, lane, address, size)]) of every store the workgroup's waves
+    make, or a string saying why the run could not be made.  Cached on ``ex``."""
+    env = environment(sub, prob, shape, ids, 0)
+    argvals = {a.name: env[a.name] for a in sub.kernel.args if a.name in env}
+    key = ("coverage", tuple(sorted(argvals.items())), tuple(sorted(ids.items())))
+    cache = ex.derived.setdefault("coverage", {})
+    if key in cache:
+        return cache[key]
+    ptrs = {}
+    for acc in ex.accesses:
+        if acc.kind == "store":
+            ps = pointers_in(acc.base)
+            if len(ps) == 1:
+                ptrs.setdefault(acc.instr.addr, ps[0])
+    size = sub.kernel.reqd_workgroup_size or (256, 1, 1)
+    waves = max(1, (size[0] * size[1] * size[2] + 63) // 64)
+    out: Dict[str, List[tuple]] = {}
+    if waves > MAX_WAVES:
+        cache[key] = f"workgroup of {waves} waves (more than {MAX_WAVES})"
+        return cache[key]
+    try:
+        for w in range(waves):
+            m = concrete_machine(sub.kernel, sub.arch, sub.ms, argvals, ids, w)
+            for pc, lanes in run_to_end(sub.code, m, set(ptrs)):
+                for lane, a in enumerate(lanes):
+                    if not all(isinstance(v, Const) for v in (a.address, a.active, a.in_range)):
+                        cache[key] = f"a store at {pc:#x} has no concrete address at this shape"
+                        return cache[key]
+                    if a.active.value and a.in_range.value:
+                        out.setdefault(ptrs[pc], []).append((pc, w, lane, a.address.value, a.size,
+                                                             "atomic" in a.instr.mnemonic))
+    except (ReplayBudget, Unsupported) as e:
+        cache[key] = f"the workgroup could not be run to its end ({e})"
+        return cache[key]
+    cache[key] = (out, env)
+    return cache[key]
+
+
+def coverage(sub, ex, prob: Problem, buffer: str, ptr: str) -> Optional[object]:
+    """The first :class:`Fault` of ``buffer`` (pointer argument ``ptr``) at the shapes of
+    :data:`SHAPES`, None when both runs satisfy the tile, or a string saying why it was not
+    decided (no shape of the domain, a run that could not be made).  Raises nothing else."""
+    tile = prob.tiles.get(buffer)
+    if tile is None or buffer not in prob.expected or prob.mode != "batch" or not {"x", "y", "z"} <= set(prob.grid):
+        return None
+    consts = {k: v.value for k, v in prob.names.items() if isinstance(v, Const)}
+    shapes = _shapes(prob, consts)
+    if not shapes:
+        return "no small shape of the domain to run the workgroup at"
+    for shape, ids in shapes:
+        got = _stores(sub, ex, prob, shape, ids)
+        if isinstance(got, str):
+            return got
+        stores, env = got
+        fault = _judge(buffer, ptr, prob, tile, env, stores.get(ptr, []), shape, ids)
+        if fault is not None:
+            return fault
+    return None
+
+
+def _judge(buffer, ptr, prob, tile, env, stores, shape, ids) -> Optional[Fault]:
+    """The first fault of ``stores`` (pc, wave, lane, byte address, size, atomic) against the tile
+    (its expressions evaluated at ``env``); None when there is none."""
+    t = {k: X.evaluate(e, env) for k, e in tile.items()}
+    origin = env[ptr] + X.evaluate(prob.expected[buffer], env)
+    owner: Dict[int, Tuple[int, int, int]] = {}
+    bad = {"outside": [], "twice": []}
+    for pc, w, lane, addr, size, atomic in stores:
+        for byte in range(addr, addr + size):
+            o = byte - origin
+            row, col = (o // t["row_stride"], o % t["row_stride"]) if t["row_stride"] else (0, o)
+            if o < 0 or row >= t["rows"] or col >= t["row_bytes"]:
+                bad["outside"].append((o, row, col, w, lane, pc, None))
+                continue
+            if o in owner and not atomic:
+                bad["twice"].append((o, row, col, w, lane, pc, owner[o]))
+            owner.setdefault(o, (w, lane, pc))
+    for kind in ("outside", "twice"):
+        if bad[kind]:
+            o, row, col, w, lane, pc, other = min(bad[kind])
+            return Fault(buffer, kind, shape, ids, o, row, col, w, lane, pc, len(bad[kind]),
+                         other[:2] if other else (-1, -1))
+    first, count = t["first"], t["count"]
+    rows = range(first, min(first + count, t["rows"])) if count else \
+        sorted({o // t["row_stride"] for o in owner} if t["row_stride"] else {0})
+    missing = [(r, c) for r in rows for c in range(t["row_bytes"]) if r * t["row_stride"] + c not in owner]
+    if missing:
+        r, c = missing[0]
+        return Fault(buffer, "unwritten", shape, ids, r * t["row_stride"] + c, r, c, -1, -1, 0, len(missing))
+    return None
