@@ -105,3 +105,35 @@ def test_equivalent_edits_keep_every_verdict(tmp_path, real_kernel, listing, pc,
     before, _ = run(tmp_path, real_kernel, listing, buffers, layouts)
     after, _ = run(tmp_path, real_kernel, edit(listing, pc, old, new), buffers, layouts)
     assert {k: _essence(c) for k, c in after.items()} == {k: _essence(c) for k, c in before.items()}
+
+
+# ----------------------------------------------------------------------------- absolute: store coverage
+
+def test_dk_wave_row_term_dropped_is_a_layout_counterexample(tmp_path, real_kernel, listing):
+    """Every wave stores over wave 0's rows: the relative claim cancels it (each workgroup
+    alike); the run of the workgroup's four waves does not.  dV's address is a copy of dK's
+    (v_mov_b32 v10, v5 at 0x2c54), so both break."""
+    checks, rep = run(tmp_path, real_kernel, edit(listing, 0x2C28, "v_add_u32_e32 v5, s60, v5", "v_add_u32_e32 v5, 0, v5"),
+                      ["dk", "dv"], layouts=("bhsd", "sbhd"))
+    for lay in ("bhsd", "sbhd"):
+        c = checks[("dk", lay, "address")]
+        assert c["verdict"] == "counterexample" and c["cause"] == "layout", c.get("reason")
+        assert "store the same dk bytes" in c["reason"] and "wave 0" in c["reason"]
+        assert checks[("dv", lay, "address")]["cause"] == "layout"
+    causes = [r for r in rep["kernels"][0]["root_causes"] if r["kind"] == "layout"]
+    assert sorted(x for r in causes for x in r["checks"]) == ["dk/bhsd", "dk/sbhd", "dv/bhsd", "dv/sbhd"]
+
+
+def test_dq_lane_term_doubled_is_a_layout_counterexample(tmp_path, real_kernel, listing):
+    """The dQ atomics' lane term shifted by 3: the next head's row in BSHD.  (In BHSD the
+    doubled offsets stay inside the slice and leave holes; atomics claim no coverage, so it
+    survives there: see prove/coverage.py.)"""
+    checks, _ = run(tmp_path, real_kernel, edit(listing, 0x2C74, "v_lshlrev_b32_e32 v6, 2, v6",
+                                                "v_lshlrev_b32_e32 v6, 3, v6"), ["dq"], layouts=("bshd",))
+    assert checks[("dq", "bshd", "address")]["cause"] == "layout"
+    assert "outside the workgroup's own dq slice" in checks[("dq", "bshd", "address")]["reason"]
+
+
+def test_the_unedited_kernel_covers_its_tiles(tmp_path, real_kernel, listing):
+    checks, _ = run(tmp_path, real_kernel, listing, ["dk", "dv", "dq"], layouts=("bhsd", "bshd", "sbhd"))
+    assert not [k for k, c in checks.items() if c.get("cause") in ("layout", "base")]

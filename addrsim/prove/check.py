@@ -122,8 +122,6 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     if wrong is not None:
         return _wrong_base(ctx, wrong)
     covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
-    if isinstance(covered, Fault):
-        return _uncovered(ctx, covered)
     refused, tg = _refusal(ctx, tg)
     if refused is not None:
         return ctx.done(Verdict.UNSUPPORTED, refused)
@@ -142,16 +140,22 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
                                                                                          zero_ids)
     decided = _targets_decided(ctx, tg, env, expected, zero_ids)
     if decided is not None:
+        if isinstance(covered, Fault) and _coverage_wins(res, decided[0]):
+            return _uncovered(ctx, covered)
         return ctx.done(*decided)
     if prop == "address":
         lc = _loop_check(ctx, env, expected, zero_ids)
         if lc is not None:
             verdict, why, cex = lc
+            if isinstance(covered, Fault):
+                return _uncovered(ctx, covered)
             if cex is not None:
                 res.counterexample, res.cause = cex, Cause.LOOP
                 cex.memory_bytes = memory_needed(prob, cex)
             return ctx.done(verdict, why + (_dump(ctx, lambda: "") if verdict == Verdict.UNKNOWN else ""))
         res.loops = True
+        if isinstance(covered, Fault):
+            return _uncovered(ctx, covered)
         if isinstance(covered, str):      # the relative claim holds; the absolute one was not decided
             return ctx.done(Verdict.UNKNOWN, f"{buffer}'s store coverage (prove/coverage.py) was not decided: "
                                              f"{covered}")
@@ -176,6 +180,14 @@ def _wrong_base(ctx: _Ctx, w: StandIn) -> Check:
     return ctx.done(Verdict.COUNTEREXAMPLE, w.reason())
 
 
+def _coverage_wins(res: Check, verdict: Verdict) -> bool:
+    """Whether a store-coverage fault (found at a small shape) replaces the relative check's
+    verdict: it does unless that verdict is a counterexample wrong over the integers already
+    (formula, unclassified: a wrong slice offset at small shapes, the better attribution);
+    an overflow needs large shapes, and unknown or unsupported decided nothing."""
+    return verdict != Verdict.COUNTEREXAMPLE or res.cause in (Cause.OVERFLOW, Cause.LOOP)
+
+
 def _uncovered(ctx: _Ctx, f: Fault) -> Check:
     """A counterexample of cause ``layout``: one workgroup's stores break its tile
     (:mod:`addrsim.prove.coverage`); both offsets are the faulting byte's offset from the
@@ -186,6 +198,7 @@ def _uncovered(ctx: _Ctx, f: Fault) -> Check:
     cex.memory_bytes = memory_needed(ctx.prob, cex)
     cex.minimal = False                 # a test at a small shape, not a minimised one
     ctx.res.counterexample, ctx.res.cause = cex, Cause.LAYOUT
+    ctx.res.overflow, ctx.res.failing = [], None
     ctx.res.accesses = [f.pc] if f.pc else []
     return ctx.done(Verdict.COUNTEREXAMPLE, f.reason())
 
