@@ -699,6 +699,9 @@ def _pred(enc, n, A, w):
 def _udiv(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     if bl > 0:
+        exact = _exact_quotient(enc, n, al // max(bh, 1), ah // bl)
+        if exact is not None:
+            return exact
         if enc.facts is not None:
             _quotient_defined(enc, n, enc.poly(n.args[0]), enc.poly(n.args[1]))
             if isinstance(n.args[1], Const) and enc.poly(n.args[0]) is not None:
@@ -709,6 +712,33 @@ def _udiv(enc, n, A, w):
         return a / b, lo, ah // bl
     # divisor may be 0: SMT-LIB semantics (udiv by 0 is all ones)
     return z3.If(b == 0, X.mask(w), a / b), 0, X.mask(w)
+
+
+def _exact_quotient(enc, n, lo: int, hi: int):
+    """``udiv(a, b)`` whose exact polynomials divide (:func:`addrsim.ir.poly.exact_quotient`:
+    ``(2*nhead_q*hdim_q) / hdim_q`` in a pddv kernel's SBHD LSE base, where ``hdim_q`` is a
+    shape variable) encoded as the quotient polynomial itself, no division left for the
+    solver; its polynomial is recorded exact.  None when they do not divide (or without
+    facts).  The caller knows ``b >= 1``."""
+    if enc.facts is None:
+        return None
+    q = P.exact_quotient(enc.poly(n.args[0]) or {}, enc.poly(n.args[1]) or {})
+    if not q:
+        return None
+    term = z3.IntVal(0)
+    for m, c in q.items():
+        t = z3.IntVal(c)
+        for k, e in m:
+            node = enc.nodes.get(k)
+            atom = enc.vars.get(k) if isinstance(k, str) else (enc.memo[id(node)][0] if node is not None
+                                                                 and id(node) in enc.memo else None)
+            if atom is None:
+                return None
+            for _ in range(e):
+                t = t * atom
+        term = term + t
+    enc.polys[id(n)] = q
+    return term, lo, hi
 
 
 def _quotient_facts(enc, n, al, bl) -> int:

@@ -76,6 +76,31 @@ def mul(a: Poly, b: Poly) -> Optional[Poly]:
     return out if len(out) <= MAX_TERMS else None
 
 
+def exact_quotient(a: Poly, b: Poly) -> Optional[Poly]:
+    """``a / b`` as a polynomial when ``b`` is one monomial with a positive coefficient that
+    divides every term of ``a`` (``(2*nhead_q*hdim_q) / hdim_q`` is ``2*nhead_q``); None
+    otherwise.  Exact over the integers: floor(a / b) = a / b there (every atom is an
+    integer and b >= 1 wherever it is used as a divisor)."""
+    if len(b) != 1:
+        return None
+    (mb, cb), = b.items()
+    if cb <= 0:
+        return None
+    out: Poly = {}
+    for m, c in a.items():
+        if c % cb:
+            return None
+        d = dict(m)
+        for k, e in mb:
+            if d.get(k, 0) < e:
+                return None
+            d[k] -= e
+            if not d[k]:
+                del d[k]
+        _accumulate(out, tuple(sorted(d.items(), key=repr)), c // cb)
+    return out
+
+
 def substitute(p: Poly, key, q: Poly) -> Optional[Poly]:
     """``p`` with the atom ``key`` replaced by the polynomial ``q``; None past the limits."""
     out: Poly = {}
