@@ -158,3 +158,33 @@ def test_a_host_evidence_file_beside_the_kernel_is_in_the_key(shortcut, tmp_path
     assert _scan_verdict(k, cache, "--layouts", lay)[1] is True
     (d / "fmha_bwd_dqdkdv.csv").write_text("co_name\n")          # evidence of aiter e4048607's host
     assert _scan_verdict(k, cache, "--layouts", lay)[1] is False
+
+
+# ----------------------------------------------------------------------------- item 7: decided
+
+PDDV = ROOT.parent / "shared" / "aiter-e4048607" / "hsa" / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_bf16_causal_a16_rtne_pddv.co"
+
+
+def test_an_exact_polynomial_quotient_is_its_quotient():
+    """(2*nhead_q*hdim_q) / hdim_q is 2*nhead_q: no division is left for the solver; a term
+    the divisor does not divide, or a divisor of two terms, is left alone."""
+    from addrsim.ir import poly as P
+    a = P.mul(P.mul(P.atom("nhead_q"), P.atom("hdim_q")), P.const(2))
+    assert P.exact_quotient(a, P.atom("hdim_q")) == P.scale(P.atom("nhead_q"), 2)
+    assert P.exact_quotient(P.add(a, P.const(1)), P.atom("hdim_q")) is None
+    assert P.exact_quotient(a, P.add(P.atom("hdim_q"), P.const(1))) is None
+    assert P.exact_quotient(a, P.const(4)) is None
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PDDV.exists(), reason="needs ../shared/aiter-e4048607")
+def test_causal_a16_pddv_lse_sbhd_is_decided():
+    """aiter e4048607's post-fix causal a16 pddv kernels: lse/sbhd was "Z3 and Bitwuzla gave
+    up within 3 Mru" (a division by the head dim, a shape variable under pddv); proved now,
+    at the scan's budgets."""
+    from addrsim.api import verify
+    from addrsim.commands.scan import SCAN_CHECK_MRU, SCAN_MIN_MRU, SCAN_QUERY_MRU
+    rep = verify(PDDV, ["lse"], ["sbhd"], properties=["address"], query_mru=SCAN_QUERY_MRU,
+                 check_mru=SCAN_CHECK_MRU, min_mru=SCAN_MIN_MRU, cache={})
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "proved" and c["witness"] is not None

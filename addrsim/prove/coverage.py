@@ -91,19 +91,42 @@ def _shapes(prob: Problem, tiles: Dict[str, int]):
     """The (shape, ids) the runs are made at: one per group of :data:`SHAPES`, at most."""
     found = []
     zero = {g.name: 0 for g in prob.grid.values()}
-    for n, group in enumerate(SHAPES):
-        for b, hq, hk, s in group:
-            shape = {"batch": b, "nhead_q": hq, "nhead_k": hk, "seqlen_q": s, "seqlen_k": s}
-            shape.update({k: v for k, v in prob.fixed.items() if k in SHAPE_VARS})
-            ts = tiles.get("ts_kv") or s
-            last = max(0, (s + ts - 1) // ts - 1)
-            x = last if n == len(SHAPES) - 1 else min(1, last)
-            ids = dict(zero, **{prob.grid["z"].name: 1, prob.grid["y"].name: 1, prob.grid["x"].name: x})
-            if in_domain(prob, shape, zero, 0) and in_domain(prob, shape, ids, 0):
-                if all(shape != f[0] for f in found):
-                    found.append((shape, ids))
+    least = {v: prob.bounds[v][0] for v in SHAPE_VARS if v in prob.bounds}
+    for n, group in enumerate(SHAPES + ((least_shape(least),),)):
+        for cand in group:
+            hit = _fits(prob, cand, zero, tiles, last_tile=n == len(SHAPES) - 1)
+            if hit is not None:
+                if all(hit[0] != f[0] for f in found):
+                    found.append(hit)
                 break
+        if found and n >= len(SHAPES) - 1:
+            break
     return found
+
+
+def least_shape(least: Dict[str, int]) -> Tuple[int, int, int, int]:
+    """The domain's least shape as a candidate (batch, nhead_q, nhead_k, seqlen): tried when no
+    shape of :data:`SHAPES` lies in the domain (user bounds that exclude them)."""
+    return (least.get("batch", 1), least.get("nhead_q", 1), least.get("nhead_k", 1),
+            max(least.get("seqlen_q", 1), least.get("seqlen_k", 1)))
+
+
+def _fits(prob: Problem, cand, zero, tiles, last_tile: bool):
+    """(shape, ids) for candidate ``cand`` in the domain: with its batch and heads, or with
+    batch 1 (a routing that sends SBHD only with batch 1), then one head; the workgroup is
+    the last batch and head (at most 1); None when none lies in the domain."""
+    b, hq, hk, s = cand
+    for bb, hh, kk in ((b, hq, hk), (1, hq, hk), (1, 1, 1)):
+        shape = {"batch": bb, "nhead_q": hh, "nhead_k": kk, "seqlen_q": s, "seqlen_k": s}
+        shape.update({k: v for k, v in prob.fixed.items() if k in SHAPE_VARS})
+        ts = tiles.get("ts_kv") or s
+        last = max(0, (s + ts - 1) // ts - 1)
+        x = last if last_tile else min(1, last)
+        ids = dict(zero, **{prob.grid["z"].name: min(1, bb - 1), prob.grid["y"].name: min(1, hh - 1),
+                            prob.grid["x"].name: x})
+        if in_domain(prob, shape, zero, 0) and in_domain(prob, shape, ids, 0):
+            return shape, ids
+    return None
 
 
 def _stores(sub, ex, prob: Problem, shape, ids) -> object:
