@@ -1,3 +1,3 @@
-from addrsim.commands.cli import entry
+from addrsim.commands.start import entry
 
 entry()

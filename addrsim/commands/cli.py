@@ -20,7 +20,7 @@ from typing import List, Optional
 from addrsim import __version__
 from addrsim.commands import crosscheck, diff, explain, interrupt, repro, scan, verify
 from addrsim.commands.common import Parser
-from addrsim.errors import EXIT_INTERNAL
+from addrsim.errors import EXIT_BAD_INPUT, EXIT_INTERNAL
 
 COMMANDS = {"verify": verify, "diff": diff, "crosscheck": crosscheck, "repro": repro, "scan": scan, "explain": explain}
 
@@ -41,6 +41,10 @@ def entry():
     try:
         code = main()
         sys.stdout.flush()
+        bad = interrupt.stdout_failure()
+        if bad is not None:            # the report was not written: the run's answer is lost
+            sys.stderr.write(f"addrsim: stdout: cannot write ({getattr(bad, 'strerror', None) or bad})\n")
+            code = EXIT_BAD_INPUT
     except KeyboardInterrupt:   # SIGINT sent while install could not route it (not the main thread)
         sys.stderr.write("addrsim: interrupted\n")
         code = interrupt.EXIT_INTERRUPTED

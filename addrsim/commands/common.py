@@ -118,7 +118,7 @@ def check_output(path: Optional[str], what: str) -> None:
     import os
     if not path or path == "-":
         return
-    if os.path.isdir(path):
+    if path.endswith(os.sep) or os.path.isdir(path):
         raise InputError(path, f"{what}: is a directory, not a file")
     d = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(d) or not os.access(d, os.W_OK):

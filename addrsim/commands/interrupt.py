@@ -61,11 +61,14 @@ def install() -> bool:
 
 class PipeSafe:
     """A text stream whose writes to a closed pipe are dropped (the file descriptor is pointed
-    at /dev/null) instead of raising BrokenPipeError; ``closed_pipe`` says it happened."""
+    at /dev/null) instead of raising BrokenPipeError; ``closed_pipe`` says it happened.  Any
+    other write error (a full disk, a closed descriptor) is kept in ``failed`` and the rest
+    of the output dropped: the command then ends with one line and exit 3."""
 
     def __init__(self, stream):
         self._s = stream
         self.closed_pipe = False
+        self.failed = None
 
     def _gone(self) -> None:
         self.closed_pipe = True
@@ -77,23 +80,41 @@ class PipeSafe:
             pass
 
     def write(self, text):
+        if self.failed is not None:
+            return len(text)
         try:
             return self._s.write(text)
         except BrokenPipeError:
             self._gone()
-            return len(text)
+        except (OSError, ValueError) as e:
+            self.failed = e
+        return len(text)
 
     def flush(self):
+        if self.failed is not None:
+            return
         try:
             self._s.flush()
         except BrokenPipeError:
             self._gone()
+        except (OSError, ValueError) as e:
+            self.failed = e
 
     def __getattr__(self, name):
         return getattr(self._s, name)
 
 
 def guard_stdout() -> None:
-    """Make ``sys.stdout`` a :class:`PipeSafe` (once)."""
-    if not isinstance(sys.stdout, PipeSafe) and sys.stdout is not None:
-        sys.stdout = PipeSafe(sys.stdout)
+    """Make ``sys.stdout`` and ``sys.stderr`` :class:`PipeSafe` (once); a descriptor closed at
+    start (``>&-``, ``2>&-``: Python sets the stream to None) writes to /dev/null."""
+    for name in ("stdout", "stderr"):
+        s = getattr(sys, name)
+        if s is None:
+            s = open(os.devnull, "w")
+        if not isinstance(s, PipeSafe):
+            setattr(sys, name, PipeSafe(s))
+
+
+def stdout_failure():
+    """The error that stopped stdout (a full disk, a closed descriptor), or None."""
+    return getattr(sys.stdout, "failed", None)

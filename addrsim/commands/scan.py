@@ -20,6 +20,7 @@ import hashlib
 import re
 import tempfile
 import zipfile
+import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -104,6 +105,8 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None)
             paths += sorted(p.rglob("*.co"))
             c.tables += [str(t) for t in sorted(p.rglob(ROUTING_CSV))]
         elif p.suffix == ".whl":
+            if not p.is_file():
+                raise InputError(p, "not a regular file")
             if c.tmpdir is None:
                 c.tmpdir = tempfile.TemporaryDirectory(prefix="addrsim-whl-")
             dest = Path(c.tmpdir.name) / p.stem
@@ -187,7 +190,8 @@ def extract_wheel(p: Path, dest: Path) -> None:
                         if left <= 0:
                             raise InputError(p, f"member {i.filename} expands past its declared size: refused")
                         out.write(chunk)
-    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, NotImplementedError) as e:
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, EOFError, RuntimeError, NotImplementedError,
+            zlib.error) as e:
         raise InputError(p, f"cannot read the wheel ({e})") from None
 
 
@@ -239,7 +243,7 @@ def _scan_one(path, buffers, layouts):
     if hit is not None and _files_kept(hit[1]):
         # an earlier run's report of the same bytes, models and settings (its times are that
         # run's); a wheel member was extracted to another temporary folder then
-        return dict(_repathed(hit[1], path), cache_rejected=rejected)
+        return dict(_repathed(hit[1], path), cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
     try:
         rep = verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
                      like=like, require_buffers=False, **w["budgets"], **opts)
@@ -250,7 +254,7 @@ def _scan_one(path, buffers, layouts):
                 "error": f"{path}: internal error: {type(e).__name__}: {e}"}
     if key is not None:
         w["cache"][key] = ("report", rep)
-    return dict(rep, cache_rejected=rejected)
+    return dict(rep, cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
 
 
 def report_key(path, like, buffers, layouts, ms: ModelSet, bounds, budgets, opts, label=None) -> Optional[str]:
@@ -474,7 +478,8 @@ def _totals(counts: Dict[str, int], reports: List[dict]) -> str:
     return ("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
             f" over {sum(len(r['kernels']) for r in reports)} kernel(s)" +
             (f" ({cached} read from the query cache: same code object, models and settings)" if cached else "") +
-            (f"; {rejected} query cache line(s) ignored ({REJECTED_WHY})" if rejected else ""))
+            (f"; {rejected} query cache line(s) ignored ({REJECTED_WHY})" if rejected else "") +
+            "".join(sorted({f"; query cache: {r['cache_note']}" for r in reports if r.get("cache_note")})))
 
 
 # ----------------------------------------------------------------------------- the command

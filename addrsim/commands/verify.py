@@ -11,7 +11,7 @@ from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budge
                                      check_outputs, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
-from addrsim.errors import AddrsimError, InputError
+from addrsim.errors import EXIT_UNKNOWN, AddrsimError, InputError, UnmodelledError
 from addrsim.files import atomic_open
 from addrsim.model.models import load_models
 from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
@@ -56,18 +56,26 @@ def run(args) -> int:
             raise InputError("--html", "the page is written to a file: give its name")
         models = load_models(list(args.model) + list(args.layouts))
         cache = query_store(args)
-        reports = [verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
-                          bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
-                          memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
-                          like=args.like, host=args.host, routed=args.routed, progress=bar, cache=cache,
-                          jobs=args.jobs)
-                   for f in args.files]
+        reports, unmodelled = [], []
+        for f in args.files:
+            try:
+                reports.append(verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
+                                      bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
+                                      memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
+                                      like=args.like, host=args.host, routed=args.routed, progress=bar,
+                                      cache=cache, jobs=args.jobs))
+            except UnmodelledError as e:     # listed and skipped, as scan does; the others still count
+                unmodelled.append(e)
+        if unmodelled and not reports:
+            return fail(unmodelled[0]) if len(unmodelled) == 1 else _fail_all(unmodelled)
     except AddrsimError as e:
         return fail(e)
     finally:
         if bar is not None:
             bar.close()
     merged = {"tool": "addrsim", "version": __version__, "kernels": [k for r in reports for k in r["kernels"]]}
+    if getattr(cache, "note", ""):
+        sys.stderr.write(f"addrsim: query cache: {cache.note}\n")
     if getattr(cache, "rejected", 0):
         from addrsim.commands.scan import REJECTED_WHY
         merged["cache_rejected"] = cache.rejected
@@ -84,4 +92,13 @@ def run(args) -> int:
         except OSError as e:
             sys.stderr.write(f"addrsim: {args.html}: cannot write ({e.strerror})\n")
             return EXIT_BAD_INPUT
-    return bad if bad is not None else exit_status(reports)
+    for e in unmodelled:
+        sys.stderr.write(f"addrsim: {e}\n")
+    status = bad if bad is not None else exit_status(reports)
+    return max(status, EXIT_UNKNOWN) if unmodelled and status == 0 else status
+
+
+def _fail_all(errors) -> int:
+    for e in errors:
+        sys.stderr.write(f"addrsim: {e}\n")
+    return EXIT_UNKNOWN

@@ -19,6 +19,7 @@ from elftools.common.exceptions import ELFError
 from elftools.construct import ConstructError
 from elftools.elf.elffile import ELFFile
 
+from addrsim.files import read_input
 from addrsim.errors import InputError
 
 EM_AMDGPU = 0xE0
@@ -154,9 +155,11 @@ def load(path) -> CodeObject:
     ELF, truncated, for another machine, or has no usable ``NT_AMDGPU_METADATA``."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_input(path)
     except OSError as e:
         raise InputError(path, f"cannot read file ({e.strerror})") from None
+    except ValueError as e:
+        raise InputError(path, f"cannot read file ({e})") from None
     if data[:4] != b"\x7fELF":
         raise InputError(path, "not an ELF file (expected an AMDGPU code object)")
     import io

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Dict, List, Tuple
 
+from addrsim.files import read_input
 from addrsim.loader import codeobj
 from addrsim.loader.codeobj import CodeObject
 from addrsim.loader.disasm import _SYM, Instr, _match_line, disassemble, find_objdump, parse_listing
@@ -71,6 +72,8 @@ class Source:
 def is_code_object(path) -> bool:
     """True when the file starts with the ELF magic (a missing file counts as a code object,
     so that its error comes from :func:`addrsim.loader.codeobj.load`)."""
+    if not Path(path).is_file():
+        return True          # its error (not a regular file, missing) comes from the loader
     try:
         with open(path, "rb") as fh:
             return fh.read(4) == b"\x7fELF"
@@ -92,9 +95,11 @@ def load_source(path, like=None) -> Source:
         co = codeobj.load(path)
         return Source(co, disassemble(path))
     try:
-        raw = Path(path).read_bytes()
+        raw = read_input(path)
     except OSError as e:
         raise InputError(path, f"cannot read file ({e.strerror})") from None
+    except ValueError as e:
+        raise InputError(path, f"cannot read file ({e})") from None
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

@@ -16,6 +16,7 @@ import yaml
 
 from addrsim.model.layout import Layout, resolve
 from addrsim.errors import InputError
+from addrsim.files import read_input
 
 
 
@@ -81,9 +82,9 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
 
 def _read_yaml(f):
     try:
-        text = Path(f).read_text()
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f, f"cannot read model file ({e})") from None
+        text = read_input(f, 64 << 20).decode("utf-8")
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise InputError(f, f"cannot read model file ({getattr(e, 'strerror', None) or e})") from None
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:

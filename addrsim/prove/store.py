@@ -137,13 +137,13 @@ def _mac(secret: bytes, key_text: str, value_text: str) -> str:
 
 
 def secret_key(directory) -> Optional[bytes]:
-    """The cache's secret: ``$ADDRSIM_CACHE_KEY`` (its UTF-8 bytes), else ``directory/key``,
+    """The cache's secret: ``$ADDRSIM_CACHE_KEY`` (its bytes; at least 32), else ``directory/key``,
     created with 32 random bytes and mode 0600 when missing.  None when the key file cannot be
     made or read, or is not safe: not a regular file, not owned by this user, or readable or
     writable by group or others (anyone who can read it can forge lines)."""
-    env = os.environ.get(KEY_ENV)
+    env = os.environb.get(KEY_ENV.encode())
     if env:
-        return env.encode()
+        return env if len(env) >= 32 else None
     path = Path(directory) / "key"
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
@@ -180,6 +180,7 @@ class Store(dict):
         self.secret = secret
         self.loaded = 0
         self.rejected = 0           # lines skipped: not authenticated, torn, too long or too deep
+        self.note = ""              # why a cache folder was not used (a key that is not safe)
         self._earlier = set()
         if self.path is not None:
             try:
@@ -260,8 +261,8 @@ def cap_bytes() -> int:
     :data:`CAP_BYTES`."""
     try:
         mb = float(os.environ.get("ADDRSIM_CACHE_MAX_MB", ""))
-        return max(1 << 20, int(mb * (1 << 20)))
-    except ValueError:
+        return max(1 << 20, min(int(mb * (1 << 20)), 1 << 50))
+    except (ValueError, OverflowError):       # not a number, nan, inf
         return CAP_BYTES
 
 
@@ -309,7 +310,11 @@ def open_store(directory) -> Store:
         return Store()
     secret = secret_key(directory)
     if secret is None:
-        return Store()
+        s = Store()
+        s.note = (f"${KEY_ENV} is shorter than 32 bytes" if os.environb.get(KEY_ENV.encode()) else
+                  f"its key file {Path(directory) / 'key'} is not a private regular file of this user "
+                  f"(mode 0600, at least 32 bytes)") + ": the query cache is kept in memory only"
+        return s
     trim(directory, cap_bytes())
     return Store(store_path(directory), secret)
 
