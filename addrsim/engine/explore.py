@@ -401,17 +401,39 @@ def run_to_end(code: List[Instr], m: ConcreteLanes, pcs, max_steps: int = 200_00
 
 
 def _run_all(code, m, pcs, max_steps, plan: Optional[ReplayPlan]):
+    out = []
+    for ins, r in _concrete_steps(code, m, max_steps, plan, "in one wave's run to its end"):
+        if r == "access" and ins.addr in pcs:
+            out.append((ins.addr, list(m.last_access)))
+    return out
+
+
+def _run_concrete(code, m, stop_addr, max_steps, occurrence, plan: Optional[ReplayPlan]):
+    for ins, r in _concrete_steps(code, m, max_steps, plan, f"before {stop_addr:#x}"):
+        if ins.addr == stop_addr:
+            occurrence -= 1
+            if occurrence <= 0:
+                return m.last_access if r == "access" else None
+    return None
+
+
+def _concrete_steps(code, m, max_steps, plan: Optional[ReplayPlan], where: str):
+    """Run ``m`` over ``code`` from its entry to ``s_endpgm``: yields (instruction, what
+    ``m.step`` returned) for every instruction the plan runs (all without a plan); the
+    instructions it skips are marked (:func:`_not_run`) and branches taken on concrete
+    conditions.  Raises ReplayBudget past ``max_steps`` instructions (every one counts, run or
+    skipped), Unsupported for a branch on an unknown value or to no instruction."""
     c = _Code(code)
-    idx, steps, out = 0, 0, []
+    idx, steps = 0, 0
     mode = plan.mode if plan is not None else None
     while idx < len(code):
         ins = code[idx]
         steps += 1
         if steps > max_steps:
-            raise ReplayBudget(f"more than {max_steps} instructions in one wave's run to its end")
+            raise ReplayBudget(f"more than {max_steps} instructions {where}")
         kind = lookup(ins.mnemonic).kind
         if kind == "end":
-            return out
+            return
         if kind == "branch":
             cond = branch_condition(m, ins)
             if cond is not None and not isinstance(cond, Const):
@@ -427,48 +449,8 @@ def _run_all(code, m, pcs, max_steps, plan: Optional[ReplayPlan]):
             _not_run(m, plan.regs[idx], mode[idx] == OPAQUE, ins)
             idx += 1
             continue
-        if m.step(ins) == "access" and ins.addr in pcs:
-            out.append((ins.addr, list(m.last_access)))
+        yield ins, m.step(ins)
         idx += 1
-    return out
-
-
-def _run_concrete(code, m, stop_addr, max_steps, occurrence, plan: Optional[ReplayPlan]):
-    c = _Code(code)
-    idx = 0
-    steps = 0
-    mode = plan.mode if plan is not None else None
-    while idx < len(code):
-        ins = code[idx]
-        steps += 1
-        if steps > max_steps:
-            raise ReplayBudget(f"more than {max_steps} instructions before {stop_addr:#x}")
-        kind = lookup(ins.mnemonic).kind
-        if kind == "end":
-            return None
-        if kind == "branch":
-            cond = branch_condition(m, ins)
-            if cond is not None and not isinstance(cond, Const):
-                raise Unsupported(f"branch condition at {ins.addr:#x} not concrete ({cond!r})")
-            taken = cond is None or cond.value == 1
-            if taken:
-                if ins.target not in c.index:
-                    raise Unsupported(f"branch target {ins.target} not an instruction")
-                idx = c.index[ins.target]
-            else:
-                idx += 1
-            continue
-        if mode is not None and mode[idx] != RUN:
-            _not_run(m, plan.regs[idx], mode[idx] == OPAQUE, ins)
-            idx += 1
-            continue
-        r = m.step(ins)
-        if ins.addr == stop_addr:
-            occurrence -= 1
-            if occurrence <= 0:
-                return m.last_access if r == "access" else None
-        idx += 1
-    return None
 
 
 def _not_run(m: ConcreteLanes, regs, opaque: bool, ins: Instr):
