@@ -170,7 +170,7 @@ def _stores(sub, ex, prob: Problem, shape, ids) -> object:
 
 def coverage(sub, ex, prob: Problem, buffer: str, ptr: str) -> Optional[object]:
     """The first :class:`Fault` of ``buffer`` (pointer argument ``ptr``) at the shapes of
-    :data:`SHAPES`, None when both runs satisfy the tile, or a string saying why it was not
+    :data:`SHAPES`, None when every run satisfies the tile, or a string saying why it was not
     decided (no shape of the domain, a run that could not be made).  Raises nothing else."""
     tile = prob.tiles.get(buffer)
     if tile is None or buffer not in prob.expected or prob.mode != "batch" or not {"x", "y", "z"} <= set(prob.grid):
@@ -209,7 +209,7 @@ def _judge(buffer, ptr, prob, tile, env, stores, shape, ids) -> Optional[Fault]:
             owner.setdefault(o, (w, lane, pc))
     for kind in ("outside", "twice"):
         if bad[kind]:
-            o, row, col, w, lane, pc, other = min(bad[kind])
+            o, row, col, w, lane, pc, other = min(bad[kind], key=lambda b: b[:6])
             return Fault(buffer, kind, shape, ids, o, row, col, w, lane, pc, len(bad[kind]),
                          other[:2] if other else (-1, -1))
     first, count = t["first"], t["count"]
