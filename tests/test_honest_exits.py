@@ -224,3 +224,21 @@ def test_json_to_dev_stdout_reaches_stdout(shortcut, tmp_path):
         p.wait(timeout=300)
     assert p.returncode == 0 and os.path.islink("/dev/stdout")
     assert '"tool": "addrsim"' in out.read_text()
+
+
+def test_the_exact_quotient_rule_still_refutes_a_wrong_claim():
+    """The rewrite of udiv(2*nhead_q*hdim_q, hdim_q) must decide, not assume: the right
+    quotient is proved, a quotient off by one (or by the wrong factor) is refuted with a model
+    that violates it."""
+    from addrsim.ir import expr as X
+    from addrsim.ir.expr import Const, Sym
+    from addrsim.prove.query import solve
+    n, h = Sym("nhead_q", 32, "shape"), Sym("hdim_q", 32, "shape")
+    ranges = {"nhead_q": (1, 256), "hdim_q": (72, 120)}
+    q = X.udiv(X.mul(X.mul(n, h), Const(2, 32)), h)
+    conds = [X.ule(Const(1, 32), n), X.ule(Const(72, 32), h)]
+    assert solve(conds, X.eq(q, X.mul(n, Const(2, 32))), ranges, 10**7)[0] == "proved"
+    for wrong in (X.add(X.mul(n, Const(2, 32)), Const(1, 32)), n):
+        v, model, _, _ = solve(conds, X.eq(q, wrong), ranges, 10**7)
+        assert v == "refuted"
+        assert X.evaluate(X.eq(q, wrong), {"nhead_q": model["nhead_q"], "hdim_q": model["hdim_q"]}) == 0
