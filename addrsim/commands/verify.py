@@ -67,7 +67,7 @@ def run(args) -> int:
             except UnmodelledError as e:     # listed and skipped, as scan does; the others still count
                 unmodelled.append(e)
         if unmodelled and not reports:
-            return fail(unmodelled[0]) if len(unmodelled) == 1 else _fail_all(unmodelled)
+            return _fail_all(unmodelled)
     except AddrsimError as e:
         return fail(e)
     finally:

@@ -121,7 +121,6 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     wrong = stand_in(sub, ex, prob, buffer, ctx.ptr, stand_ins=not tg)
     if wrong is not None:
         return _wrong_base(ctx, wrong)
-    covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
     refused, tg = _refusal(ctx, tg)
     if refused is not None:
         return ctx.done(Verdict.UNSUPPORTED, refused)
@@ -138,24 +137,23 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     zero_ids = {prob.grid["z"].name: Const(0, 32), prob.grid["y"].name: Const(0, 32)}
     res.extracted, res.difference, res.offset_sym, res.shape_offset_sym = _formulas_cached(ctx, tg[0].address,
                                                                                          zero_ids)
+    covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
     decided = _targets_decided(ctx, tg, env, expected, zero_ids)
     if decided is not None:
         if isinstance(covered, Fault) and _coverage_wins(res, decided[0]):
             return _uncovered(ctx, covered)
         return ctx.done(*decided)
     if prop == "address":
+        if isinstance(covered, Fault):    # it wins over any loop verdict: no induction to run
+            return _uncovered(ctx, covered)
         lc = _loop_check(ctx, env, expected, zero_ids)
         if lc is not None:
             verdict, why, cex = lc
-            if isinstance(covered, Fault):
-                return _uncovered(ctx, covered)
             if cex is not None:
                 res.counterexample, res.cause = cex, Cause.LOOP
                 cex.memory_bytes = memory_needed(prob, cex)
             return ctx.done(verdict, why + (_dump(ctx, lambda: "") if verdict == Verdict.UNKNOWN else ""))
         res.loops = True
-        if isinstance(covered, Fault):
-            return _uncovered(ctx, covered)
         if isinstance(covered, str):      # the relative claim holds; the absolute one was not decided
             return ctx.done(Verdict.UNKNOWN, f"{buffer}'s store coverage (prove/coverage.py) was not decided: "
                                              f"{covered}")

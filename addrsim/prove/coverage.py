@@ -87,14 +87,14 @@ class Fault:
                 f"{where}), {at}")
 
 
-def _shapes(prob: Problem, tiles: Dict[str, int]):
+def _shapes(prob: Problem, consts: Dict[str, int]):
     """The (shape, ids) the runs are made at: one per group of :data:`SHAPES`, at most."""
     found = []
     zero = {g.name: 0 for g in prob.grid.values()}
     least = {v: prob.bounds[v][0] for v in SHAPE_VARS if v in prob.bounds}
     for n, group in enumerate(SHAPES + ((least_shape(least),),)):
         for cand in group:
-            hit = _fits(prob, cand, zero, tiles, last_tile=n == len(SHAPES) - 1)
+            hit = _fits(prob, cand, zero, consts, last_tile=n == len(SHAPES) - 1)
             if hit is not None:
                 if all(hit[0] != f[0] for f in found):
                     found.append(hit)
@@ -111,7 +111,7 @@ def least_shape(least: Dict[str, int]) -> Tuple[int, int, int, int]:
             max(least.get("seqlen_q", 1), least.get("seqlen_k", 1)))
 
 
-def _fits(prob: Problem, cand, zero, tiles, last_tile: bool):
+def _fits(prob: Problem, cand, zero, consts, last_tile: bool):
     """(shape, ids) for candidate ``cand`` in the domain: with its batch and heads, or with
     batch 1 (a routing that sends SBHD only with batch 1), then one head; the workgroup is
     the last batch and head (at most 1); None when none lies in the domain."""
@@ -119,7 +119,7 @@ def _fits(prob: Problem, cand, zero, tiles, last_tile: bool):
     for bb, hh, kk in ((b, hq, hk), (1, hq, hk), (1, 1, 1)):
         shape = {"batch": bb, "nhead_q": hh, "nhead_k": kk, "seqlen_q": s, "seqlen_k": s}
         shape.update({k: v for k, v in prob.fixed.items() if k in SHAPE_VARS})
-        ts = tiles.get("ts_kv") or s
+        ts = consts.get("ts_kv") or s
         last = max(0, (s + ts - 1) // ts - 1)
         x = last if last_tile else min(1, last)
         ids = dict(zero, **{prob.grid["z"].name: min(1, bb - 1), prob.grid["y"].name: min(1, hh - 1),

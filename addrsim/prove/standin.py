@@ -84,13 +84,13 @@ def _value(e, env) -> Optional[int]:
         return None
 
 
-def _offset(acc, env, env00) -> Optional[int]:
+def _offset(acc, address, env, env00) -> Optional[int]:
     """The access's byte offset from workgroup (0, 0) at ``env`` (None where a path
     condition fails or a value is missing)."""
     for e in (env, env00):
         if any(_value(c, e) != 1 for c in list(acc.path) + [acc.active]):
             return None
-    a, a00 = _value(acc.address, env), _value(acc.address, env00)
+    a, a00 = _value(address, env), _value(address, env00)
     return None if a is None or a00 is None else (a - a00) & X.mask(64)
 
 
@@ -114,29 +114,11 @@ def stand_in(sub, ex, prob: Problem, buffer: str, ptr: str, stand_ins: bool = Tr
                 continue
             if opaque_in(address) and not mixed:
                 continue
-            found = _evaluate(sub, prob, _Acc(acc, address), buffer, ptr, [p for p in used if p != ptr], mixed, samples, own_of)
+            found = _evaluate(sub, prob, acc, address, buffer, ptr, [p for p in used if p != ptr], mixed, samples,
+                              own_of)
             if found is not None:
                 return found
     return None
-
-
-@dataclass(frozen=True)
-class _Acc:
-    """An access with one case of its pointer selects fixed (its ``address``)."""
-    acc: object
-    address: object
-
-    @property
-    def path(self):
-        return self.acc.path
-
-    @property
-    def active(self):
-        return self.acc.active
-
-    @property
-    def instr(self):
-        return self.acc.instr
 
 
 def _candidates(ex, ptr: str, mixed: bool):
@@ -169,14 +151,14 @@ def _cases(accesses):
             yield acc, base, address
 
 
-def _evaluate(sub, prob, acc, buffer, ptr, used, mixed, samples, own_of) -> Optional[StandIn]:
+def _evaluate(sub, prob, acc, address, buffer, ptr, used, mixed, samples, own_of) -> Optional[StandIn]:
     """The StandIn of ``acc``, or None.  A mixed base qualifies where it is reached; a
     stand-in where its offset equals ``buffer``'s expected one at every sample and differs
     from every expected offset of the buffers ``used[0]`` owns at one of them."""
     at = None
     for shape, ids in samples:
         env = environment(sub, prob, shape, ids, 0)
-        off = _offset(acc, env, environment(sub, prob, shape, {}, 0))
+        off = _offset(acc, address, env, environment(sub, prob, shape, {}, 0))
         if off is None:
             return None
         if not mixed:
@@ -190,8 +172,8 @@ def _evaluate(sub, prob, acc, buffer, ptr, used, mixed, samples, own_of) -> Opti
     if at is None:
         return None
     shape, ids, env = at
-    here = _value(acc.address, env)
-    meant = _value(acc.address, dict(env, **{p: env[ptr] for p in used}))
+    here = _value(address, env)
+    meant = _value(address, dict(env, **{p: env[ptr] for p in used}))
     if here is None or meant is None or here == meant:
         return None
     return StandIn(buffer, ptr, acc.instr.addr, used, mixed, shape, ids, (here - env[ptr]) & X.mask(64),

@@ -223,8 +223,7 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
     elif kind == "base":
         why = key[3].split(": ", 1)[-1]
         r["title"] = f"wrong base pointer: {why}"
-        line = checks[0]["counterexample"].get("access_line") if checks else None
-        r["where"] = {"pc": key[1], "instruction": "", "line": line}
+        r["where"] = _access_where(key[1], checks)
         r["boundary"] = {c["layout"]: "every shape (the base does not depend on the shape)" for c in checks}
         r["fix"] = (f"build {key[2]}'s V# base from its own pointer argument (both words of the 64-bit pointer, "
                     f"s_add_u32/s_addc_u32 on the same pair)")
@@ -233,8 +232,7 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
                 "never stored": "leaves rows it owns unwritten"}.get(key[2], "breaks its tile")
         r["title"] = f"one workgroup's {key[1]} {what} (the same in every workgroup: the relative check cannot see it)"
         if key[3]:
-            line = checks[0]["counterexample"].get("access_line") if checks else None
-            r["where"] = {"pc": key[3], "instruction": "", "line": line}
+            r["where"] = _access_where(key[3], checks)
         r["boundary"] = {c["layout"]: "every shape run (the fault is in the lane, wave or row terms)" for c in checks}
         r["fix"] = (f"the {key[1]} address's lane, wave and row terms: each lane of each wave must store its own "
                     f"elements of the tile (the reason names the lanes and the row)")
@@ -246,6 +244,12 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["title"] = f"accesses {what} ({key[2]})"
     else:
         r["title"] = f"counterexample of undecided cause ({', '.join(r['checks'])})"
+
+
+def _access_where(pc: int, checks: List[dict]) -> dict:
+    """``where`` of a root cause located at an access (its listing line from the first check)."""
+    line = checks[0]["counterexample"].get("access_line") if checks else None
+    return {"pc": pc, "instruction": "", "line": line}
 
 
 def grid_ranges(check: dict) -> Dict[str, str]:
