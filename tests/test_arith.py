@@ -140,20 +140,35 @@ def test_short_sequence_reads_past_the_tensor(tmp_path):
     assert x["address"]["extracted"] + 4 > x["address"]["expected"]     # offset + 4 bytes > extent
 
 
-@pytest.mark.parametrize("layout", ["bhsd", "sbhd"])
-def test_real_kernel_lse_reads_in_bounds_in_the_first_iteration(real_kernel, layout):
+def test_real_kernel_lse_reads_stay_in_their_slice_but_for_wraps_and_the_sbhd_shortcut(real_kernel):
     """bwd_hd128_bf16_a16_rtne: every LSE and D read outside the loops, and each loop's first
-    iteration (64 rows per key tile, seqlen_q % 64 == 0 by the host's routing), stays inside
-    the [batch, nhead_q, seqlen_q] fp32 allocation and num_records for every shape that fits
-    in an MI300X.  The later iterations are not checked (the loop induction proves addresses
-    only), so the verdict is "unsupported", naming the main loop, not "proved"."""
-    rep = verify(real_kernel, buffers=["lse", "d"], layouts=[layout], properties=["bounds"])
-    got = {c["buffer"]: c for c in rep["kernels"][0]["checks"]}
-    assert set(got) == {"lse", "d"}
-    for c in got.values():
-        assert c["verdict"] == "unsupported", c["reason"]
-        assert "iterations after the first of loop 0x4590-0x6038" in c["reason"]
-        assert "are in bounds" in c["reason"]
+    iteration, stays inside the [batch, nhead_q, seqlen_q] fp32 allocation and num_records for
+    every shape that fits in an MI300X (issue 9).  Slice containment (issue 36) finds more:
+    in BHSD, 32-bit wraps of the batch offset (s_mul_i32 s62, s4, s53 at 0x2b54) land in
+    another batch's slice at tensors past 4 GiB; in SBHD, at the smallest shape (batch 2,
+    seqlen_q 64), batch 1 reads batch 0's rows: the LSE/D shortcut."""
+    rep = verify(real_kernel, buffers=["lse", "d"], layouts=["bhsd", "sbhd"], properties=["bounds"])
+    got = {(c["buffer"], c["layout"]): c for c in rep["kernels"][0]["checks"]}
+    for b in ("lse", "d"):
+        w = got[(b, "bhsd")]
+        assert w["verdict"] == "counterexample" and w["cause"] == "layout", w["reason"]
+        assert "in bounds without 32-bit wraps: s_mul_i32 s62, s4, s53 at 0x2b54" in w["reason"]
+        s = got[(b, "sbhd")]
+        assert s["verdict"] == "counterexample" and s["cause"] == "layout", s["reason"]
+        x = s["counterexample"]
+        assert x["shape"]["batch"] == 2 and x["shape"]["seqlen_q"] == 64 and x["coords"]["batch_id"] == 1
+        assert x["address"]["extracted"] < 0          # before its own slice: batch 0's rows
+
+
+def test_real_kernel_key_tiles_read_their_padded_rows(real_kernel):
+    """K and V: a 192-row key tile at seqlen_k = 64 reads rows 64..191 (the next heads' rows,
+    discarded by the mask): the models' ``reach`` allows them, so the BHSD bounds check of K
+    fails only through the 32-bit wrap at tensors past 4 GiB, never at a small shape."""
+    rep = verify(real_kernel, buffers=["k"], layouts=["bhsd"], properties=["bounds"])
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "counterexample", c["reason"]
+    assert "in bounds without 32-bit wraps" in c["reason"]
+    assert c["counterexample"]["memory_bytes"] > 4 << 30
 
 
 def test_undecided_obligation_is_written_as_smtlib(tmp_path):

@@ -78,6 +78,7 @@ class Problem:
     array_specs: Dict[str, Dict[str, Expr]] = field(default_factory=dict)  # array -> first/last/step_max/count
     extent: Dict[str, Expr] = field(default_factory=dict)   # buffer -> bytes of its allocation (64-bit)
     slices: Dict[str, Expr] = field(default_factory=dict)   # buffer -> bytes of one (batch, head) slice
+    reach: Dict[str, Expr] = field(default_factory=dict)    # buffer -> bytes from its slice base an access may touch
     host: Optional[str] = None          # the host model whose contract and routing apply
     host_why: str = ""                  # how the host was chosen
     assumptions: List[Assumption] = field(default_factory=list)   # every layer, routing of every entry point
@@ -229,11 +230,11 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
     _exact_layer(b, con, exact)
     entries = _routing(b, host, routed)
     dom = [a.expr for a in b.asm if a.layer in KERNEL_LAYERS or (a.layer == "routing" and a.entry == routed)]
-    expected, etext, extent, slices = _buffers(b)
+    expected, etext, extent, slices, reach = _buffers(b)
     tiles = _tiles(b)
     prob = Problem(layout, (con or {}).get("name"), b.fname, shape, b.fixed, dict(b.bounds), kernargs, dom,
                    expected, etext, grid, lane, b.names, b.notes, b.mode, memory, limit, array_args, array_specs,
-                   extent, slices, (host or {}).get("name"), host_why, b.asm, entries, routed,
+                   extent, slices, reach, (host or {}).get("name"), host_why, b.asm, entries, routed,
                    {k: (e, w) for k, (e, w, _) in exact.items()}, declared=dict(b.bounds),
                    grid_count=dict(b.grid_count), tiles=tiles)
     prob.narrow()
@@ -445,11 +446,13 @@ def _routing(b: _Build, host, routed) -> List[str]:
 
 
 def _buffers(b: _Build):
-    """Per buffer: the expected byte offset (and its text), the allocation extent and the
-    (batch, head) slice, the family's definitions first (a family that redefines a buffer's
-    offsets redefines its allocation too); a buffer whose tensor has no strides in this
-    layout is left out."""
-    expected, etext, extent, slices = {}, {}, {}, {}
+    """Per buffer: the expected byte offset (and its text), the allocation extent, the
+    (batch, head) slice and its reach (``reach``: the bytes from the slice base that the
+    workgroup's accesses may touch, the padded rows of a last tile that loads over-read
+    included; default the slice), the family's definitions first (a family that redefines a
+    buffer's offsets redefines its allocation too); a buffer whose tensor has no strides in
+    this layout is left out."""
+    expected, etext, extent, slices, reach = {}, {}, {}, {}, {}
     fbuf = (b.fam or {}).get("buffers") or {}
     ekey = "group_extent" if b.mode == "group" else "extent"
 
@@ -471,12 +474,16 @@ def _buffers(b: _Build):
             e = b.parse_or_skip(stext, *where(buf, "slice"))
             if e is not None:
                 slices[buf] = e
+        rtext = fspec.get("reach") if (own or "reach" in fspec) else spec.get("reach")
+        if buf in slices:
+            r = b.parse_or_skip(rtext, *where(buf, "reach")) if rtext is not None else None
+            reach[buf] = slices[buf] if r is None else r
         text = fspec.get("expected", spec["expected"])
         e = b.parse_or_skip(text, *where(buf, "expected"))
         if e is None:
             continue   # this layout has no strides for the buffer's tensor
         expected[buf], etext[buf] = e, text
-    return expected, etext, extent, slices
+    return expected, etext, extent, slices, reach
 
 
 TILE_KEYS = ("rows", "row_bytes", "row_stride", "first", "count")

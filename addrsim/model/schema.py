@@ -120,7 +120,7 @@ def _load_buffers(ms, sec, f):
               f"buffers.{k} needs ptr and expected")
         ptr = v["ptr"] if isinstance(v["ptr"], list) else [v["ptr"]]
         _need(all(isinstance(p, str) for p in ptr), f, f"buffers.{k}.ptr must be names")
-        for key in ("extent", "group_extent", "slice"):
+        for key in ("extent", "group_extent", "slice", "reach"):
             _need(key not in v or isinstance(v[key], (str, int)), f, f"buffers.{k}.{key} must be an expression")
         _need("tile" not in v or _is_tile(v["tile"]), f, f"buffers.{k}.tile must map {', '.join(TILE)} to expressions")
         ms.buffers[k] = dict(v, ptr=ptr)

@@ -139,6 +139,8 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
                                                                                          zero_ids)
     covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
     decided = _targets_decided(ctx, tg, env, expected, zero_ids)
+    if decided is None and prop == "bounds" and buffer in prob.slices:     # slice containment (issue 36)
+        decided = _targets_decided(ctx, tg, env, expected, zero_ids, "slice")
     if decided is not None:
         if isinstance(covered, Fault) and _coverage_wins(res, decided[0]):
             return _uncovered(ctx, covered)
@@ -257,10 +259,14 @@ def _refusal(ctx: _Ctx, tg: List[Target]) -> Tuple[Optional[str], List[Target]]:
 
 # ----------------------------------------------------------------------------- one query per access
 
-def _claim(ctx: _Ctx, t: Target, a: Expr, a00: Expr, env, expected: Expr) -> Expr:
+def _claim(ctx: _Ctx, t: Target, a: Expr, a00: Expr, env, expected: Expr, part: str = "") -> Expr:
+    """The claim of one access: the relative address claim, or for bounds the allocation and
+    V# claim (``part`` "") then slice containment (``part`` "slice")."""
     if ctx.prop == "bounds":
-        sl = ctx.prob.slices.get(ctx.buffer)
-        return _bounds_claim(t, a, env, ctx.ptr, expected, ctx.prob.expected[ctx.buffer] if sl is not None else None, sl)
+        own = _own(ctx.prob, ctx.buffer)
+        if part == "slice":
+            return _contained(t, a, env, ctx.ptr, *own)
+        return _bounds_claim(t, a, env, ctx.ptr, expected, *(own[:2] if own else ()))
     return X.eq(a, X.add(a00, expected))
 
 
@@ -301,9 +307,10 @@ def reference(a: Expr, zero_ids, prob: Problem) -> Expr:
     return shifted(a00)
 
 
-def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
-    """Decide the claim at every access: None when all are proved, else (verdict, reason)
-    with the counterexample or the SMT-LIB2 dump recorded in ``ctx.res``."""
+def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part: str = ""):
+    """Decide the claim (:func:`_claim`, its ``part``) at every access: None when all are
+    proved, else (verdict, reason) with the counterexample or the SMT-LIB2 dump recorded in
+    ``ctx.res``."""
     res, prob, opts = ctx.res, ctx.prob, ctx.opts
     ranges = ranges_of(prob)
     seen_keys = set()
@@ -311,7 +318,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
     for t in tg:
         a = X.substitute(t.address, env)
         a00 = reference(a, zero_ids, prob)
-        claim = _claim(ctx, t, a, a00, env, expected)
+        claim = _claim(ctx, t, a, a00, env, expected, part)
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob)
         cases.append((t, conds, claim, a, a00, X.digest(claim)))
@@ -324,7 +331,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids):
                 shared[dk] = _proved_on_domain(ctx, claim, expected, ranges)
             if shared[dk]:
                 continue
-        key, stored, asked = _canonical_key((opts.arith, ctx.prop, opts.budgets()), claim, conds)
+        key, stored, asked = _canonical_key((opts.arith, ctx.prop + part, opts.budgets()), claim, conds)
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -392,7 +399,7 @@ def _replayed(ctx: _Ctx, t, key, model, a, a00, env, expected, conds, claim):
     if cex is None:
         if ctx.prop == "bounds":
             cex = bounds_counterexample(ctx.sub, ctx.prob, t, model, a, env, ctx.ptr, expected, conds + [claim],
-                                        ctx.opts.arith)
+                                        ctx.opts.arith, _own(ctx.prob, ctx.buffer))
         elif ctx.opts.arith == "int":
             cex = ideal_counterexample(ctx.prob, model, t, a, a00, expected, conds + [claim])
         else:
@@ -421,7 +428,10 @@ def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, co
         why += {"allocation": f": inside the V#'s num_records but outside the allocation of {buffer} "
                               f"(offset {cex.extracted}, extent {cex.expected} bytes)",
                 "num_records": f": inside the allocation of {buffer} (offset {cex.extracted} of {cex.expected} "
-                               f"bytes) but past the V#'s num_records: reads return 0, writes are dropped"
+                               f"bytes) but past the V#'s num_records: reads return 0, writes are dropped",
+                "layout": f": {'stores' if t.access.kind == 'store' else 'reads'} outside the workgroup's own "
+                          f"(batch, head) slice of {buffer} (offset {cex.extracted} from the slice base, which "
+                          f"the workgroup may reach up to {cex.expected} bytes): another workgroup's data"
                 }.get(cex.cause, "")
         if ctx.opts.arith == "bv" and holds_exactly(conds, claim, model):
             res.overflow = _sites(ctx, t, model)
@@ -536,7 +546,7 @@ def _later_iterations(code, ex, ptr, tg) -> str:
     n = len({t.access.instr.addr for t in tg})
     return (f"bounds of the iterations after the first of loop {where} are not checked (the loop "
             f"induction proves the address property only); the {n} accesses checked, each loop's "
-            f"first iteration included, are in bounds")
+            f"first iteration included, are in bounds and inside the workgroup's own slice where the models give one")
 
 
 def _loop_check(ctx: _Ctx, env, expected, zero_ids):
@@ -617,6 +627,13 @@ def _within(a: Expr, size: int, lo: Expr, n: Expr) -> Expr:
     return X.band(X.ule(lo, a), X.ule(X.add(a, Const(size, 64)), X.add(lo, n)))
 
 
+def _own(prob: Problem, buffer: str):
+    """(slice base offset, slice bytes, reach bytes) of ``buffer``'s (batch, head) slice, or
+    None where the models give no slice (group mode, dQ accumulators)."""
+    sl = prob.slices.get(buffer)
+    return None if sl is None else (prob.expected[buffer], sl, prob.reach.get(buffer, sl))
+
+
 def _bounds_claim(t: Target, a: Expr, env, ptr: str, extent: Expr, slice_base=None, slice_n=None) -> Expr:
     """1-bit: an access that passes the V# range check lies inside the allocation
     [ptr, ptr + extent), and an access inside the workgroup's own (batch, head) slice
@@ -631,6 +648,19 @@ def _bounds_claim(t: Target, a: Expr, env, ptr: str, extent: Expr, slice_base=No
         own = _within(a, t.access.size, X.add(p, slice_base), slice_n)
         ok = X.band(ok, X.bor(X.bnot(own), in_r))
     return ok
+
+
+def _contained(t: Target, a: Expr, env, ptr: str, slice_base: Expr, slice_n: Expr, reach: Expr) -> Expr:
+    """1-bit, slice containment (issue 36): an access that passes the V# range check lies
+    inside the workgroup's own reach [ptr + slice_base, + reach) (bytes, 64-bit): the
+    (batch, head) slice, plus the padded rows of a last tile that loads read and discard (the
+    models' ``buffers.*.reach``).  It fails when a lane reaches into another workgroup's
+    slice: a lane term shifted too far, a wave's rows past the tile, a 32-bit offset that
+    wraps back into another head.  Decided after the allocation claim (:func:`_bounds_claim`)
+    is proved, so a smaller query finds the allocation faults first."""
+    p = X.zext(Sym(ptr, 48, "ptr"), 64)
+    in_r = X.substitute(t.range_check, env)
+    return X.bor(X.bnot(in_r), _within(a, t.access.size, X.add(p, slice_base), reach))
 
 
 def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str):

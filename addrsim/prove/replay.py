@@ -283,21 +283,34 @@ def ideal_counterexample(prob, model, t, a, a00, expected, exprs):
 
 # ----------------------------------------------------------------------------- bounds
 
-def bounds_counterexample(sub: Subject, prob, t, model, a, env, ptr, extent, exprs, arith):
+def bounds_counterexample(sub: Subject, prob, t, model, a, env, ptr, extent, exprs, arith, own=None):
     """A bounds counterexample, replayed on the concrete interpreter (bv) or evaluated exactly
-    (int): ``extracted`` is the access's byte offset from the buffer's pointer, ``expected``
-    the allocation's extent in bytes."""
+    (int).  Its cause: "allocation" (in the V#'s range, outside the allocation: ``extracted``
+    is the access's byte offset from the buffer's pointer, ``expected`` the extent in bytes),
+    "layout" (in range and in the allocation, outside the workgroup's own slice's reach:
+    ``extracted`` is the offset from the slice base, ``expected`` the reach, bytes) or
+    "num_records" (inside the slice, clamped by the V#).  ``own``: (slice base offset, slice
+    bytes, reach bytes) expressions, or None (no slice claim)."""
     menv = env_of(exprs, model)
     keep = kept_wraps(exprs) if arith == "int" else None
     ev = (lambda e: ideal_evaluate(e, menv, keep, {})) if keep is not None else (lambda e: X.evaluate(e, menv))
+    size = t.access.size
     try:
         pval = menv.get(ptr, 0)
         off = ev(a) - pval if keep is not None else (ev(a) - pval) & X.mask(64)
         ext = ev(extent)
         in_r = ev(X.substitute(t.access.in_range, env))
+        base, sn, reach = (ev(e) for e in own) if own is not None else (0, 0, 0)
     except KeyError as e:
         return _fail("evaluation", f"counterexample could not be evaluated (no value for {e})")
-    if in_r and 0 <= off and off + t.access.size <= ext:
+    inside = lambda lo, n: lo <= off and off + size <= lo + n      # noqa: E731
+    if in_r and not inside(0, ext):
+        cause, shown = "allocation", (off, ext)
+    elif own is not None and in_r and not inside(base, reach):
+        cause, shown = "layout", (off - base, reach)
+    elif own is not None and not in_r and inside(base, sn):
+        cause, shown = "num_records", (off, ext)
+    else:
         return _fail("mismatch", "solver model does not violate the bounds claim when evaluated (engine bug)")
     args = _kernel_args(prob, menv)
     replayed = "exact evaluation (int mode)" if keep is not None else ""
@@ -306,8 +319,8 @@ def bounds_counterexample(sub: Subject, prob, t, model, a, env, ptr, extent, exp
         if isinstance(r, ReplayFailure):
             return r
         replayed = r
-    cex = counterexample(prob, model, args, off, ext, t.access.instr.addr, replayed, arrays=False)
-    cex.cause = "num_records" if not in_r else "allocation"
+    cex = counterexample(prob, model, args, shown[0], shown[1], t.access.instr.addr, replayed, arrays=False)
+    cex.cause = cause
     return cex
 
 

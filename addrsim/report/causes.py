@@ -65,7 +65,8 @@ def _key(c: dict) -> Tuple:
         return ("formula", c["layout"], c.get("difference_shape")
                 or _own_pointer_out(c.get("difference") or "", c["buffer"]))
     if cause == Cause.LAYOUT:
-        kind = next((k for k in ("outside", "same", "never stored") if k in (c.get("reason") or "")), "")
+        kind = next((k for k in ("reads outside", "outside", "same", "never stored") if k in (c.get("reason") or "")),
+                    "")
         return ("layout", c["buffer"], kind, c["counterexample"]["access_pc"])
     if cause == Cause.BASE:
         return ("base", c["counterexample"]["access_pc"], c["buffer"], c.get("reason") or "")
@@ -229,11 +230,15 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
                     f"s_add_u32/s_addc_u32 on the same pair)")
     elif kind == "layout":
         what = {"outside": "stores outside the workgroup's own slice", "same": "stores one element twice",
+                "reads outside": "reads outside the workgroup's own slice and the padded rows of its tile",
                 "never stored": "leaves rows it owns unwritten"}.get(key[2], "breaks its tile")
-        r["title"] = f"one workgroup's {key[1]} {what} (the same in every workgroup: the relative check cannot see it)"
+        r["title"] = f"one workgroup's {key[1]} {what}" + ("" if all(c.get("property") == "bounds" for c in checks) else
+                                                           " (the same in every workgroup: the relative check cannot see it)")
         if key[3]:
             r["where"] = _access_where(key[3], checks)
-        r["boundary"] = {c["layout"]: "every shape run (the fault is in the lane, wave or row terms)" for c in checks}
+        r["boundary"] = {c["layout"]: ("the shape shown (a solver counterexample of the bounds check)"
+                                       if c.get("property") == "bounds" else
+                                       "every shape run (the fault is in the lane, wave or row terms)") for c in checks}
         r["fix"] = (f"the {key[1]} address's lane, wave and row terms: each lane of each wave must store its own "
                     f"elements of the tile (the reason names the lanes and the row)")
     elif kind == "loop":
