@@ -7,7 +7,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent / "addrsim"
 LAYERS = {"errors": 0, "files": 0, "__init__": 0, "__main__": 9, "ir": 1, "backends": 2, "isa": 3, "loader": 3, "engine": 4,
-          "model": 5, "prove": 6, "report": 7, "api": 8, "commands": 9}
+          "model": 5, "prove": 6, "emu": 6, "report": 7, "api": 8, "commands": 9}
 GPU_MAY_IMPORT = {"addrsim.model.layout", "addrsim.gpu"}      # the GPU runner needs PyTorch and this only
 MAX_LINES = 80
 
@@ -46,6 +46,14 @@ def test_imports_point_down(path):
             assert top == "commands", (rel, mod)      # only the cross-check command drives the runner
             continue
         assert LAYERS[target] <= LAYERS[top], f"{rel} (layer {top}) imports {mod} (layer {target})"
+
+
+def test_the_emulator_never_reads_the_prover():
+    """addrsim/emu is an independent check: it imports no module of the prover's engine,
+    models' extraction or proofs (issue 37)."""
+    for path in (ROOT / "emu").glob("*.py"):
+        for mod in _imports(ast.parse(path.read_text())):
+            assert not mod.startswith(("addrsim.engine", "addrsim.prove")), f"{path.name} imports {mod}"
 
 
 @pytest.mark.parametrize("path", modules(), ids=lambda p: str(p.relative_to(ROOT)))

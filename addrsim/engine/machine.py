@@ -27,17 +27,10 @@ from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.backends.z3_bv import offset_from
 from addrsim.isa.memory import buffer_in_range, global_offset, vsharp_fields
+from addrsim.isa.operands import EXEC_LO, M0, VCC_LO, constant, parse_register  # noqa: F401  (EXEC_LO, M0: re-exported)
 from addrsim.isa.table import Row, effects, lookup
 
-VCC_LO = 106
-M0 = 124
-EXEC_LO = 126
 WAVE = 64
-
-_FLOAT_INLINE = {"0.5": 0x3F000000, "-0.5": 0xBF000000, "1.0": 0x3F800000, "-1.0": 0xBF800000,
-                 "2.0": 0x40000000, "-2.0": 0xC0000000, "4.0": 0x40800000, "-4.0": 0xC0800000,
-                 "0.15915494": 0x3E22F983}
-_REG = re.compile(r"^([sva])(\d+)$|^([sva])\[(\d+):(\d+)\]$")
 
 
 class Unsupported(Exception):
@@ -106,44 +99,9 @@ class PathEnd:
 
 
 @lru_cache(maxsize=4096)
-def parse_register(op: str):
-    """("s"|"v"|"a", first index, count) or ("exec", name) for a register operand (VCC as
-    s106:s107, M0 as s124); None for anything else."""
-    m = _REG.match(op)
-    if m:
-        if m.group(1):
-            return m.group(1), int(m.group(2)), 1
-        f, lo, hi = m.group(3), int(m.group(4)), int(m.group(5))
-        return f, lo, hi - lo + 1
-    if op in ("vcc", "vcc_lo"):
-        return "s", VCC_LO, 2 if op == "vcc" else 1
-    if op == "vcc_hi":
-        return "s", VCC_LO + 1, 1
-    if op == "m0":
-        return "s", M0, 1
-    if op in ("exec", "exec_lo", "exec_hi"):
-        return "exec", op
-    return None
-
-
-@lru_cache(maxsize=4096)
 def _const_operand(op: str, width: int) -> Optional[Expr]:
-    s = op
-    if s.startswith("lit(") and s.endswith(")"):
-        s = s[4:-1]
-    try:
-        v = int(s, 0)
-    except ValueError:
-        v = None
-    if v is not None:
-        # integer inline constants are sign-extended to the operand width; 32-bit literals
-        # are zero-extended for 64-bit operands (CDNA3 guide 3.6.2 "Literal constants")
-        if v < 0 or -16 <= v <= 64:
-            return Const(v, width)
-        return Const(v & 0xFFFFFFFF, width)
-    if s in _FLOAT_INLINE:
-        return Const(_FLOAT_INLINE[s], width)
-    return None
+    v = constant(op, width)
+    return None if v is None else Const(v, width)
 
 
 class Machine:

@@ -1,0 +1,129 @@
+"""The virtual MI300, step 1 (issue 37): the machine and the instructions of examples/ run on
+real code objects built from the listings (gfx942), every workgroup of a small grid.
+
+Each test states the shape, the layout (BHSD, hdim 128, bf16; LSE fp32) and what the kernel
+must have read or written, computed here from the layout alone (numpy), never from the
+prover's extraction."""
+import numpy as np
+import pytest
+
+from addrsim.emu.memory import Memory, buffer_addresses, vsharp
+from addrsim.emu.run import Launch, pack_kernarg, run_grid
+from addrsim.emu.step import step
+from addrsim.emu.wave import EmuError, Wave, bits, to_mask
+from addrsim.isa.operands import EXEC_LO
+from addrsim.loader.disasm import parse_listing
+from addrsim.loader.listing import load_source
+
+from test_examples import build
+
+B, H, S, HD = 2, 3, 192, 128
+
+
+def launch_of(name, tmp_path, values, grid, trace):
+    src = load_source(build(name, tmp_path), None)
+    k = src.co.kernels[0]
+    return Launch(k, src.co.arch, src.code[k.symbol], pack_kernarg(k, values), grid,
+                  on_access=lambda ids, wave, a: trace.append((ids, wave, a)), keep_waves=True)
+
+
+def test_lse_loop_reads_every_row_of_its_own_slice(tmp_path):
+    """examples/lse_loop.s, batch 2, nhead_q 3, seqlen_q 192: LSE fp32 [batch, nhead, seqlen];
+    each workgroup's waves read rows 0..191 of slice (batch_id, head_id), 64 per iteration,
+    and v2 ends holding LSE[b, h, 128 + lane % 64] (the last tile)."""
+    mem = Memory()
+    lse = np.arange(B * H * S, dtype=np.float32).reshape(B, H, S) + 0.5
+    base = mem.alloc("lse", lse)
+    trace = []
+    la = launch_of("lse_loop", tmp_path, {"Lse": base, "D": 0, "BAs_q": 0, "nhead_q": H, "Hs_lsed": S * 4,
+                                          "seqlen_q": S}, (1, H, B), trace)
+    run_grid(la, mem)
+    for (x, h, b), waves in la.waves.items():
+        for w in waves:
+            assert w.done
+            got = w.v[2].view(np.float32)
+            assert np.array_equal(got, lse[b, h, 128 + np.arange(64) % 64])
+    rows = {}
+    for (x, h, b), wave, a in trace:
+        off = (a.address[a.lanes] - np.uint64(base)).astype(np.int64)
+        rows.setdefault((b, h), set()).update(((off // 4) - (b * H + h) * S).tolist())
+    assert rows == {(b, h): set(range(S)) for b in range(B) for h in range(H)}
+    assert la.instructions > 0
+
+
+def test_q_next_row_reads_one_row_past_and_the_v_sharp_clamps_the_last(tmp_path):
+    """examples/q_next_row.s, batch 1, nhead_q 2, seqlen_q 64: Q bf16 [1, 2, 64, 128] as
+    words; lane 63 of head 0 reads head 1's row 0; head 1's lane 63 is past num_records (2
+    heads) and reads 0: the fault the bounds check reports, seen on the machine."""
+    mem = Memory()
+    q = np.arange(2 * 64 * HD // 2, dtype=np.uint32).reshape(2, 64, HD // 2) + 1
+    base = mem.alloc("q", q)
+    trace = []
+    la = launch_of("q_next_row", tmp_path, {"Q": base, "nhead_q": 2, "Hs_q": 64 * HD * 2}, (1, 2, 1), trace)
+    run_grid(la, mem)
+    w0 = la.waves[(0, 0, 0)][0].v[2]
+    assert w0[63] == q[1, 0, 0] and w0[0] == q[0, 1, 0]
+    w1 = la.waves[(0, 1, 0)][0].v[2]
+    assert w1[62] == q[1, 63, 0] and w1[63] == 0
+
+
+def test_salu_rows_and_scc():
+    """s_add_u32 carry into s_addc_u32 (a 64-bit add), s_cmp into SCC, s_cselect."""
+    text = """
+        s_add_u32 s2, s0, s1        // 000000000000: 00000000
+        s_addc_u32 s3, 0, 0         // 000000000004: 00000000
+        s_cmp_lt_u32 s1, s0         // 000000000008: 00000000
+        s_cselect_b32 s4, 7, 9      // 00000000000C: 00000000
+    """
+    w = Wave()
+    w.s[0], w.s[1] = 0xFFFFFFFF, 2
+    for ins in list(parse_listing(_wrap(text)).values())[0]:
+        step(w, ins, Memory())
+    assert (w.s[2], w.s[3], w.scc, w.s[4]) == (1, 1, 1, 7)
+
+
+def test_valu_writes_only_exec_lanes_and_vopc_masks():
+    """v_add_u32 under EXEC = even lanes; v_cmp_gt_u32 writes VCC with 0 for inactive lanes;
+    v_cndmask_b32 selects per lane."""
+    text = """
+        v_add_u32_e32 v1, 5, v0                 // 000000000000: 00000000
+        v_cmp_gt_u32_e32 vcc, 10, v0            // 000000000004: 00000000
+        v_cndmask_b32_e32 v2, 0, v1, vcc        // 000000000008: 00000000
+    """
+    w = Wave()
+    w.v[0] = np.arange(64, dtype=np.uint32)
+    even = np.arange(64) % 2 == 0
+    w.set_mask(EXEC_LO, to_mask(even))
+    for ins in list(parse_listing(_wrap(text)).values())[0]:
+        step(w, ins, Memory())
+    lane = np.arange(64)
+    assert np.array_equal(w.v[1], np.where(even, lane + 5, 0))
+    assert np.array_equal(bits(w.mask(106)), even & (lane < 10))
+    assert np.array_equal(w.v[2], np.where(even & (lane < 10), lane + 5, 0))
+
+
+def test_buffer_range_checks_raw_and_structured():
+    """Raw (stride 0): offset + size <= num_records; structured: index < num_records."""
+    raw = vsharp([0x1000, 0, 16, 0])
+    idx = np.zeros(64, dtype=np.uint64)
+    off = np.arange(64, dtype=np.uint64) * np.uint64(4)
+    addr, ok = buffer_addresses(raw, idx, off, 0, 0, 4)
+    assert ok.tolist() == [True] * 4 + [False] * 60 and int(addr[3]) == 0x100C
+    st = vsharp([0x1000, 8 << 16, 3, 0])
+    addr, ok = buffer_addresses(st, np.arange(64, dtype=np.uint64), np.zeros(64, dtype=np.uint64), 0, 4, 4)
+    assert ok.tolist() == [True] * 3 + [False] * 61 and int(addr[2]) == 0x1000 + 16 + 4
+
+
+def test_unknown_instruction_and_wild_address_are_errors_not_guesses():
+    w = Wave()
+    (ins,) = list(parse_listing(_wrap("        v_mfma_f32_32x32x8bf16_1k a[0:15], v[0:1], v[2:3], 0 // 000000000000: 00000000\n")).values())[0]
+    with pytest.raises(EmuError, match="v_mfma"):
+        step(w, ins, Memory())
+    m = Memory()
+    m.alloc("a", np.zeros(16, dtype=np.uint8))
+    with pytest.raises(EmuError, match="no allocation"):
+        m.load(np.full(64, 5, dtype=np.uint64), 4, np.ones(64, dtype=bool))
+
+
+def _wrap(body: str) -> str:
+    return "\nk.co:\tfile format elf64-amdgpu\n\nDisassembly of section .text:\n\n0000000000000000 <k>:\n" + body
