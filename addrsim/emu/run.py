@@ -64,6 +64,8 @@ def run_workgroup(launch: Launch, mem: Memory, kernarg_ptr: int, ids: Tuple[int,
     if not launch._by_pc:
         launch._by_pc.update({i.addr: i for i in launch.code})
     waves = [initial_wave(launch, kernarg_ptr, ids, k) for k in range(-(-launch.workgroup_size // LANES))]
+    for w in waves[1:]:
+        w.lds = waves[0].lds            # one LDS per workgroup
     count = 0
     while not all(w.done for w in waves):
         for w in waves:

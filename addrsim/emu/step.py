@@ -26,12 +26,27 @@ from addrsim.emu.memory import Memory, buffer_addresses, vsharp
 from addrsim.emu.wave import LANES, U64, EmuError, Wave, bits, to_mask
 from addrsim.ir.expr import Sym
 from addrsim.isa.control import CONDITIONS
+from addrsim.isa.datapath import FLOAT, MFMA, dpp_source, pk_add_bf16
 from addrsim.isa.memory import global_offset
 from addrsim.isa.operands import VCC_LO, parse_register
-from addrsim.isa.table import Row, lookup
+from addrsim.isa.table import Row, lookup, normalize
 from addrsim.loader.disasm import Instr
 
-_MODIFIERS = ("clamp", "omod", "mul:", "div:", "op_sel", "row_", "quad_perm", "dpp", "bank_mask", "sdwa")
+_MODIFIERS = ("clamp", "omod", "mul:", "div:", "op_sel", "row_s", "row_r", "row_b", "row_h", "wave_", "sdwa")
+_DPP = ("quad_perm", "row_mask", "bank_mask", "bound_ctrl")
+
+
+def _source(op: str) -> Tuple[str, int, int]:
+    """(register or constant, xor mask, and mask) of a source with its float modifiers:
+    ``-v1``/``neg(v1)`` flips the sign bit, ``|v1|``/``abs(v1)`` clears it."""
+    xor, and_ = 0, 0xFFFFFFFF
+    if op.startswith("-") and not op[1:2].isdigit():
+        op, xor = op[1:], 0x80000000
+    if op.startswith("neg(") and op.endswith(")"):
+        op, xor = op[4:-1], 0x80000000
+    if (op.startswith("|") and op.endswith("|")) or (op.startswith("abs(") and op.endswith(")")):
+        op, and_ = (op[1:-1] if op.startswith("|") else op[4:-1]), 0x7FFFFFFF
+    return op, xor, and_
 
 
 @dataclass(frozen=True)
@@ -58,15 +73,14 @@ def alu_template(mnemonic: str):
     return row, [s.name for s in syms], tuple(row.sem.fn(*syms))
 
 
-def _operands(ins: Instr, row: Row) -> Tuple[List[str], List[str]]:
-    if any(o.startswith(("neg(", "abs(", "-v", "|", "-s")) for o in ins.operands) or \
-            any(m.startswith(_MODIFIERS) for m in ins.modifiers):
-        raise EmuError(f"{ins.mnemonic} with source or output modifiers is not emulated yet ({ins.text})")
-    outs = [t for t in row.sem.outs if t != "scc"]
-    ins_n = len([t for t in row.sem.ins if t != "scc"])
+def _operands(ins: Instr, sem, reads_dst: bool = False) -> Tuple[List[str], List[str]]:
+    if any(m.startswith(_MODIFIERS) for m in ins.modifiers):
+        raise EmuError(f"{ins.mnemonic} with output modifiers is not emulated yet ({ins.text})")
+    outs = [t for t in sem.outs if t != "scc"]
+    ins_n = len([t for t in sem.ins if t != "scc"])
     ops = list(ins.operands)
     if len(ops) != len(outs) + ins_n:
-        if row.reads_dst and len(ops) == 2:
+        if reads_dst and len(ops) == 2:
             ops = [ops[0], ops[0], ops[1]]
         else:
             raise EmuError(f"{ins.text}: {len(ops)} operands, the row expects {len(outs) + ins_n}")
@@ -75,7 +89,9 @@ def _operands(ins: Instr, row: Row) -> Tuple[List[str], List[str]]:
 
 def _salu(w: Wave, ins: Instr, row: Row) -> None:
     _, names, exprs = alu_template(row.mnemonic)
-    out_ops, in_ops = _operands(ins, row)
+    out_ops, in_ops = _operands(ins, row.sem, row.reads_dst)
+    if any(_source(o)[1:] != (0, 0xFFFFFFFF) for o in in_ops):
+        raise EmuError(f"{ins.text}: source modifiers on a scalar instruction")
     env, k = {}, 0
     for name, t in zip(names, row.sem.ins):
         if t == "scc":
@@ -91,23 +107,81 @@ def _salu(w: Wave, ins: Instr, row: Row) -> None:
         w.scc = res[len(outs)]
 
 
-def _valu(w: Wave, ins: Instr, row: Row) -> None:
-    _, names, exprs = alu_template(row.mnemonic)
-    out_ops, in_ops = _operands(ins, row)
-    env = {}
-    for name, t, op in zip(names, row.sem.ins, in_ops):
-        env[name] = bits(w.scalar(op, 64)).astype(U64) if t == "m" else w.vector(op, _width(t))
-    try:
-        memo: dict = {}
-        res = [np.broadcast_to(np.asarray(vec(e, env, memo, [0]), dtype=U64), (LANES,)) for e in exprs]
-    except NoVec as e:
-        raise EmuError(f"{ins.text}: {e}")
-    lanes = w.active()
-    for t, o, r in zip(row.sem.outs, out_ops, res):
+def _inputs(w: Wave, sem, in_ops, ins: Instr):
+    """Per-lane uint64 values of the sources (float modifiers applied; DPP on src0)."""
+    vals = []
+    for k, (t, op) in enumerate(zip([t for t in sem.ins if t != "scc"], in_ops)):
+        reg, xor, and_ = _source(op)
         if t == "m":
-            w.set_scalar(o, to_mask((r & U64(1)).astype(bool) & lanes), 64)
+            v = bits(w.scalar(reg, 64)).astype(U64)
+        else:
+            v = w.vector(reg, _width(t))
+            if (xor, and_) != (0, 0xFFFFFFFF):
+                v = (v & U64(and_)) ^ U64(xor)
+        if k == 0 and ins.mnemonic.endswith("_dpp"):
+            v = v[dpp_source(ins.modifiers)[0]]
+        vals.append(v)
+    return vals
+
+
+def _write_lanes(w: Wave, ins: Instr) -> np.ndarray:
+    lanes = w.active()
+    if ins.mnemonic.endswith("_dpp"):
+        lanes = lanes & dpp_source(ins.modifiers)[1]
+    return lanes
+
+
+def _valu(w: Wave, ins: Instr, row: Row) -> None:
+    mn = normalize(ins.mnemonic[:-4] if ins.mnemonic.endswith("_dpp") else ins.mnemonic)
+    data = FLOAT.get(mn)
+    sem = data if data is not None else lookup(mn).sem
+    if sem is None:
+        raise EmuError(f"no emulated semantics for {ins.mnemonic} ({ins.text} at {ins.addr:#x})")
+    out_ops, in_ops = _operands(ins, sem, lookup(mn).reads_dst)
+    vals = _inputs(w, sem, in_ops, ins)
+    if data is not None:
+        res = data.fn(*vals)
+    else:
+        res = _alu_values(mn, sem, vals, ins)
+    lanes = _write_lanes(w, ins)
+    for t, o, r in zip(sem.outs, out_ops, res):
+        r = np.broadcast_to(np.asarray(r, dtype=U64) if t != "m" else np.asarray(r), (LANES,))
+        if t == "m":
+            w.set_scalar(o, to_mask((r.astype(U64) & U64(1)).astype(bool) & lanes), 64)
         else:
             w.set_vector(o, r, _width(t), lanes)
+
+
+def _alu_values(mn: str, sem, vals, ins: Instr):
+    """The shared ALU row's results over the lanes (a row that needs a uniform operand as a
+    constant, such as v_perm_b32's selector, is instantiated with it)."""
+    _, names, exprs = alu_template(mn)
+    if any(x.kind == "opaque" for e in exprs for x in _syms(e)):
+        uniform = tuple(int(v[0]) if np.all(v == v[0]) else None for v in vals)
+        names, exprs = _instantiated(mn, uniform)
+    env = dict(zip(names, vals))
+    try:
+        memo: dict = {}
+        return [vec(e, env, memo, [0]) for e in exprs]
+    except NoVec as e:
+        raise EmuError(f"{ins.text}: {e}")
+
+
+def _syms(e):
+    from addrsim.ir.expr import symbols
+    return symbols(e).values()
+
+
+@lru_cache(maxsize=None)
+def _instantiated(mn: str, uniform: tuple):
+    from addrsim.ir.expr import Const
+    row = lookup(mn)
+    args = [Const(u, _width(t)) if u is not None else Sym(f"i{k}", _width(t))
+            for k, (t, u) in enumerate(zip(row.sem.ins, uniform))]
+    exprs = tuple(row.sem.fn(*args))
+    if any(x.kind == "opaque" for e in exprs for x in _syms(e)):
+        raise EmuError(f"{mn}: no lane-wise semantics for a per-lane operand it needs uniform ({uniform})")
+    return [f"i{k}" for k in range(len(args))], exprs
 
 
 def _smem(w: Wave, ins: Instr, mem: Memory) -> None:
@@ -191,19 +265,130 @@ def _branch(w: Wave, ins: Instr) -> bool:
             "vccnz": w.mask(VCC_LO) != 0, "execz": w.exec == 0, "execnz": w.exec != 0}[cond]
 
 
+def _mfma(w: Wave, ins: Instr) -> None:
+    na, nb, nc, fn = MFMA.get(normalize(ins.mnemonic), (0, 0, 0, None))
+    if fn is None or ins.modifiers:
+        raise EmuError(f"no emulated semantics for {ins.text}")
+    dst, a, b, c = ins.operands
+    regs = lambda op, n: np.stack([w.v[w.vgpr_index(op) + k] for k in range(n)])   # noqa: E731
+    cv = np.zeros((nc, LANES), dtype=np.uint32) if parse_register(c) is None else regs(c, nc)
+    if parse_register(c) is None and int(c, 0) != 0:
+        raise EmuError(f"{ins.text}: a non-zero constant C operand")
+    d = fn(regs(a, na), regs(b, nb), cv)
+    first = w.vgpr_index(dst)
+    for k in range(nc):
+        w.v[first + k] = d[k]          # MFMA writes every lane (EXEC does not mask it)
+
+
+def _lds_address(w: Wave, ins: Instr, vaddr: str) -> np.ndarray:
+    return (w.vector(vaddr, 32) + U64(int(ins.modifier("offset") or 0))).astype(np.int64)
+
+
+def _lds_bytes(mn: str) -> int:
+    return {"b32": 4, "b64": 8, "b128": 16, "b96": 12}[mn.rsplit("_", 1)[1]]
+
+
+def _ds_read(w: Wave, ins: Instr) -> None:
+    """ds_read_bN vdst, vaddr offset:N: LDS bytes [addr, addr + N/8) per enabled lane; an
+    address past the LDS reads 0 (MI300 ISA guide 11.2, LDS range clamping)."""
+    size = _lds_bytes(ins.mnemonic)
+    addr = _lds_address(w, ins, ins.operands[1])
+    lanes = w.active()
+    ok = lanes & (addr + size <= len(w.lds))
+    data = np.zeros((LANES, size), dtype=np.uint8)
+    data[ok] = w.lds[addr[ok, None] + np.arange(size)]
+    words = data.view(np.uint32)
+    first = w.vgpr_index(ins.operands[0])
+    for k in range(size // 4):
+        w.v[first + k][lanes] = words[lanes, k]
+
+
+def _ds_write(w: Wave, ins: Instr) -> None:
+    """ds_write_bN vaddr, vdata offset:N, lanes in order; writes past the LDS are dropped."""
+    size = _lds_bytes(ins.mnemonic)
+    addr = _lds_address(w, ins, ins.operands[0])
+    first = w.vgpr_index(ins.operands[1])
+    data = np.stack([w.v[first + k] for k in range(size // 4)], axis=1).copy().view(np.uint8)
+    ok = w.active() & (addr + size <= len(w.lds))
+    for lane in np.nonzero(ok)[0]:
+        w.lds[addr[lane]:addr[lane] + size] = data[lane]
+
+
+def _buffer_lds(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
+    """buffer_load_dword ... lds: each enabled lane's dword goes to LDS at M0[15:0] +
+    inst_offset + 4*lane (MI300 ISA guide 9.1.9 "Buffer load to LDS"); out of range: 0."""
+    if row.nbytes != 4:
+        raise EmuError(f"{ins.text}: only dword loads to LDS are emulated")
+    vaddr, rsrc, soff = ins.operands[:3]
+    r = parse_register(rsrc)
+    buf = vsharp([int(w.s[r[1] + k]) for k in range(4)])
+    index, voff = _vaddr(w, ins, vaddr)
+    ioff = int(ins.modifier("offset") or 0)
+    addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, 4)
+    lanes = w.active() & ok
+    data = mem.load(addr, 4, lanes)
+    base = (int(w.s[124]) & 0xFFFF) + ioff
+    for lane in np.nonzero(w.active())[0]:
+        at = base + 4 * int(lane)
+        if at + 4 <= len(w.lds):
+            w.lds[at:at + 4] = data[lane]
+    return Access(ins.addr, "load", addr, 4, lanes)
+
+
+def _atomic(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
+    """global_atomic_pk_add_bf16 vaddr, vdata, saddr (no return): lanes in order."""
+    if normalize(ins.mnemonic) != "global_atomic_pk_add_bf16" or ins.modifier("glc") is not None:
+        raise EmuError(f"{ins.text}: atomic not emulated yet")
+    vaddr, vdata, saddr = ins.operands[:3]
+    ioff = global_offset(int(ins.modifier("offset") or 0))
+    addr = (w.vector(vaddr, 64) if saddr == "off" else U64(w.scalar(saddr, 64)) + w.vector(vaddr, 32)) + U64(ioff)
+    lanes = w.active()
+    add = w.v[w.vgpr_index(vdata)]
+    for lane in np.nonzero(lanes)[0]:
+        one = np.eye(1, LANES, int(lane), dtype=bool)[0]
+        a = np.full(LANES, addr[lane], dtype=U64)
+        old = mem.load(a, 4, one)[lane].view(np.uint32)
+        new = pk_add_bf16(old, add[lane:lane + 1])
+        data = np.zeros((LANES, 4), dtype=np.uint8)
+        data[lane] = new.view(np.uint8)
+        mem.store(a, data, one)
+    return Access(ins.addr, "store", addr, 4, lanes)
+
+
+def _readfirstlane(w: Wave, ins: Instr) -> None:
+    act = np.nonzero(w.active())[0]
+    v = w.vector(ins.operands[1], 32)
+    w.set_scalar(ins.operands[0], int(v[act[0] if len(act) else 0]), 32)
+
+
 def step(w: Wave, ins: Instr, mem: Memory) -> Optional[Access]:
     """Execute ``ins`` on ``w`` (its pc moves to the next instruction or the branch target).
     Returns the memory access it made, or None.  Raises EmuError."""
     row = lookup(ins.mnemonic)
+    mn = row.mnemonic
     w.pc = ins.addr + ins.size
     if row.kind == "salu":
         _salu(w, ins, row)
-    elif row.kind == "valu":
+    elif row.kind in ("valu", "float") or (row.kind == "data" and mn.startswith(("v_cmp", "v_fma", "v_exp", "v_add_f",
+                                                                                 "v_sub", "v_max_f", "v_min_f"))) \
+            or (row.kind == "data" and mn.endswith("_dpp")):
         _valu(w, ins, row)
+    elif mn.startswith("v_mfma"):
+        _mfma(w, ins)
+    elif mn.startswith("ds_read_b"):
+        _ds_read(w, ins)
+    elif mn.startswith("ds_write_b"):
+        _ds_write(w, ins)
+    elif row.kind == "lane":
+        _readfirstlane(w, ins)
     elif row.kind == "smem":
         _smem(w, ins, mem)
+    elif row.kind == "buffer" and ins.modifier("lds") is not None:
+        return _buffer_lds(w, ins, row, mem)
     elif row.kind == "buffer":
         return _buffer(w, ins, row, mem)
+    elif row.kind == "global" and row.mem == "atomic":
+        return _atomic(w, ins, row, mem)
     elif row.kind == "global":
         return _global(w, ins, row, mem)
     elif row.kind == "branch":

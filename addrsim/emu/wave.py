@@ -16,6 +16,7 @@ import numpy as np
 from addrsim.isa.operands import EXEC_LO, VCC_LO, constant, parse_register
 
 LANES = 64
+LDS_BYTES = 64 * 1024      # per workgroup on gfx942 (160 KiB on gfx950: a later step)
 U32 = np.uint32
 U64 = np.uint64
 
@@ -39,6 +40,7 @@ class Wave:
     pc: int = 0
     done: bool = False
     at_barrier: bool = False
+    lds: np.ndarray = field(default_factory=lambda: np.zeros(LDS_BYTES, dtype=np.uint8))   # the workgroup's, shared
 
     # ------------------------------------------------------------------ masks
     def mask(self, first: int) -> int:

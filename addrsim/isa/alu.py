@@ -293,12 +293,22 @@ def _perm_byte(pair: Expr, sel: int) -> Expr:
     return Const(0 if sel == 12 else 0xFF, 8)
 
 
+def _perm_byte_of(pair: Expr, sel: Expr) -> Expr:
+    """One result byte of v_perm_b32 for a selector byte ``sel`` known only as an Expr: the
+    table of :func:`_perm_byte` as a chain of selections (13 and above give 0xff)."""
+    out = Const(0xFF, 8)
+    for k in range(12, -1, -1):
+        out = X.ite(X.eq(sel, Const(k, 8)), _perm_byte(pair, k), out)
+    return out
+
+
 @sem("v_perm_b32", "v32:v32,v32,v32")
 def _v_perm(a, b, s):
-    if not isinstance(s, Const):
-        return (X.Sym("opaque:v_perm_b32 with a per-lane selector", 32, "opaque"),)
     pair = X.concat(a, b)
-    out = [_perm_byte(pair, (s.value >> (8 * i)) & 0xFF) for i in range(4)]
+    if isinstance(s, Const):
+        out = [_perm_byte(pair, (s.value >> (8 * i)) & 0xFF) for i in range(4)]
+    else:                   # a per-lane selector (the README kernel's v17): every case stated
+        out = [_perm_byte_of(pair, X.extract(s, 8 * i + 7, 8 * i)) for i in range(4)]
     return (X.concat(X.concat(out[3], out[2]), X.concat(out[1], out[0])),)
 
 
