@@ -296,3 +296,26 @@ def exit_status(reports: List[dict]) -> int:
     if any(c["verdict"] != Verdict.PROVED for c in checks):
         return 2
     return 0
+
+
+def run(path, layout: str, shape: Dict[str, int], model_files: Sequence[str] = (), models: Optional[ModelSet] = None,
+        seed: int = 0, like=None, trace: Optional[str] = None) -> dict:
+    """Run the kernel of ``path`` on the virtual MI300 (:mod:`addrsim.emu`) in ``layout`` at
+    ``shape`` on random inputs (``seed``) and compare its dQ, dK and dV with the float64
+    reference.  Returns ``{"ok": bool, "kernel", "layout", "shape", "outputs": {NAME: {"ok",
+    "max_abs_err", "max_rel_err", "wrong_slices": [[batch, head], ...], "first_rows":
+    {"b,h": row}}}, "instructions": int, "seconds": float, "tolerance": float}`` (and
+    ``"trace"``: the accesses of buffer ``trace``).  Raises InputError, NotEmulatedError."""
+    from dataclasses import asdict
+    from addrsim.emu.launch import TOLERANCE, run_kernel
+    ms = models or load_models(model_files)
+    r = run_kernel(path, layout, shape, ms, seed, like, trace)
+    out = {"tool": "addrsim", "version": __version__, "ok": r.ok, "kernel": r.kernel, "layout": r.layout,
+           "shape": r.shape, "outputs": {k: asdict(o) for k, o in r.outputs.items()},
+           "instructions": r.instructions, "seconds": r.seconds, "tolerance": TOLERANCE}
+    for o in out["outputs"].values():
+        o["wrong_slices"] = [list(s) for s in o["wrong_slices"]]
+    if trace:
+        out["trace"] = [{"pc": pc, "workgroup": list(ids), "wave": w, "lane": lane, "offset": off, "size": size,
+                         "kind": kind} for pc, ids, w, lane, off, size, kind in r.trace]
+    return out

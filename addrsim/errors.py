@@ -38,3 +38,10 @@ class InputError(AddrsimError):
 
 class ToolError(AddrsimError):
     """A missing or unusable external tool (llvm-objdump), with what to install."""
+
+
+class NotEmulatedError(AddrsimError):
+    """A kernel or input the emulator does not run yet (a causal mask, group mode, an
+    instruction without emulated semantics): exit 2, like an undecided check."""
+
+    exit_code = EXIT_UNKNOWN

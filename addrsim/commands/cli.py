@@ -1,10 +1,11 @@
-"""Command line: ``addrsim verify | scan | diff | explain | repro | crosscheck``.
+"""Command line: ``addrsim verify | scan | diff | explain | repro | crosscheck | run``.
 
 Owns :func:`main` (the parser, built from :data:`COMMANDS`: each command module registers its
 subcommand and runs it) and :func:`entry` (exit codes; a bug is one line, exit 4).  One
 module per command: :mod:`addrsim.commands.verify`, :mod:`~addrsim.commands.diff`,
 :mod:`~addrsim.commands.crosscheck`, :mod:`~addrsim.commands.repro`,
-:mod:`~addrsim.commands.scan`, :mod:`~addrsim.commands.explain`.
+:mod:`~addrsim.commands.scan`, :mod:`~addrsim.commands.explain`, :mod:`~addrsim.commands.run` (the
+virtual MI300: exit 0 right, 1 wrong, 2 not runnable yet).
 
 Exit status: 0 all proved, 1 any reachable counterexample (diff: NEW breaks what OLD proved),
 5 only latent counterexamples, 2 unknown/unsupported and no counterexample, or a kernel no
@@ -18,11 +19,11 @@ import sys
 from typing import List, Optional
 
 from addrsim import __version__
-from addrsim.commands import crosscheck, diff, explain, interrupt, repro, scan, verify
+from addrsim.commands import crosscheck, diff, explain, interrupt, repro, run, scan, verify
 from addrsim.commands.common import Parser
 from addrsim.errors import EXIT_BAD_INPUT, EXIT_INTERNAL
 
-COMMANDS = {"verify": verify, "diff": diff, "crosscheck": crosscheck, "repro": repro, "scan": scan, "explain": explain}
+COMMANDS = {"verify": verify, "diff": diff, "crosscheck": crosscheck, "repro": repro, "scan": scan, "explain": explain, "run": run}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Mapping, Optional, Tuple
 
 
 from addrsim.ir import expr as X
@@ -534,3 +534,32 @@ def _strip_u32(text: str) -> str:
 
 STRIDE_NAMES = frozenset([p + t for t in TENSORS for p in ("batch_stride_", "nhead_stride_", "stride_")]
                          + ["batch_stride_lsed", "nhead_stride_lsed", "Hs_lsed"])
+
+
+def shape_env(prob: Problem, shape: Mapping[str, int]) -> Dict[str, int]:
+    """Values of every shape variable: ``shape``'s, else the lower bound; fixed sizes."""
+    env = {v: shape.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
+    env.update(prob.fixed)
+    return env
+
+
+def kernel_arguments(prob: Problem, shape: Mapping[str, int], bases: Mapping[str, int],
+                     free: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
+    """Value of every kernel argument for ``shape``: the host contract (``prob.kernargs``)
+    evaluated on the shape (unsigned, the argument's width), pointer arguments from
+    ``bases`` (bytes), and arguments the contract leaves free from ``free`` (default 0).
+    Raises ValueError for a pointer argument without a base."""
+    env = shape_env(prob, shape)
+    out: Dict[str, int] = {}
+    for name, e in prob.kernargs.items():
+        syms = X.symbols(e).values()
+        if any(s.kind == "ptr" for s in syms):
+            if name not in bases:
+                raise ValueError(f"no base address for pointer argument {name}")
+            out[name] = bases[name] & X.mask(e.width)
+            continue
+        try:
+            out[name] = X.evaluate(e, env)
+        except KeyError:
+            out[name] = (free or {}).get(name, 0) & X.mask(e.width)
+    return out

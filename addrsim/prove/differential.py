@@ -31,6 +31,7 @@ from addrsim.engine.explore import Exploration, explore, run_concrete
 from addrsim.ir.expr import Expr, Sym
 from addrsim.prove.idioms import exact_divisions
 from addrsim.engine.machine import WAVE
+from addrsim.model.problem import kernel_arguments, shape_env as _shape_env  # noqa: F401  (re-exported)
 from addrsim.model.models import SHAPE_VARS, ModelSet, Problem, buffer_pointer, build_problem, load_models, pointer_args
 from addrsim.prove.machines import KERNARG_PTR, LANE, PTR_LIMIT, concrete_machine, initial_machine
 from addrsim.prove.targets import Target, pointers_in, targets_for
@@ -127,28 +128,6 @@ def in_domain(prob: Problem, shape: Mapping[str, int], ids: Mapping[str, int], l
     return all(X.evaluate(c, env) == 1 for c in prob.domain)
 
 
-def kernel_arguments(prob: Problem, shape: Mapping[str, int], bases: Mapping[str, int],
-                     free: Optional[Mapping[str, int]] = None) -> Dict[str, int]:
-    """Value of every kernel argument for ``shape``: the host contract (``prob.kernargs``)
-    evaluated on the shape (unsigned, the argument's width), pointer arguments from
-    ``bases`` (bytes), and arguments the contract leaves free from ``free`` (default 0).
-    Raises ValueError for a pointer argument without a base."""
-    env = _shape_env(prob, shape)
-    out: Dict[str, int] = {}
-    for name, e in prob.kernargs.items():
-        syms = X.symbols(e).values()
-        if any(s.kind == "ptr" for s in syms):
-            if name not in bases:
-                raise ValueError(f"no base address for pointer argument {name}")
-            out[name] = bases[name] & X.mask(e.width)
-            continue
-        try:
-            out[name] = X.evaluate(e, env)
-        except KeyError:
-            out[name] = (free or {}).get(name, 0) & X.mask(e.width)
-    return out
-
-
 def environment(sub: Subject, prob: Problem, shape: Mapping[str, int], ids: Mapping[str, int], lane: int,
                 low: int = 0, free: Optional[Mapping[str, int]] = None,
                 arrays: Optional[Mapping[str, Sequence[int]]] = None) -> Dict[str, int]:
@@ -217,12 +196,6 @@ def grid_counts(prob: Problem, shape: Mapping[str, int]) -> Dict[str, int]:
                 hi = mid - 1
         out[s.name] = lo + 1
     return out
-
-
-def _shape_env(prob: Problem, shape: Mapping[str, int]) -> Dict[str, int]:
-    env = {v: shape.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
-    env.update(prob.fixed)
-    return env
 
 
 # ----------------------------------------------------------------------------- symbolic side

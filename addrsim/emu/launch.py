@@ -1,0 +1,224 @@
+"""The launch as the host does it, and the reference it is judged against.
+
+Owns :func:`run_kernel`, :class:`RunResult`, :data:`TOLERANCE` and :func:`reference`.  May
+import addrsim.ir, addrsim.loader, addrsim.model and the other emu modules (never the prover).
+
+One run, batch mode: random bf16 inputs (Q, K, V, dO: standard normal, rounded to bf16) laid
+out in memory by the layout's element strides (``models/layouts.yaml``: built-in or user
+views), LSE and D from the float64 forward pass (D = rowsum(dO * O): what the wheel's host and
+the 2026 host's odo pre-kernel compute, aiter ``csrc/cpp_itfs/mha_bwd.cu`` pre_kernel_launch),
+the outputs zeroed (the host's ``zero_init``, mha_bwd.cu:596), the kernel arguments from the
+host contract (:func:`addrsim.model.problem.kernel_arguments`) plus the two float arguments the
+contracts leave free (``scalar`` = 1/sqrt(hdim_q), ``log2e``: mha_bwd.cu:613-614), the grid
+from the family's ``grid`` counts and the workgroup size from the metadata.  dQ is compared
+where the kernel leaves it: bf16 in the layout for the direct-dQ families, the fp32
+accumulator [batch, nhead_q, seqlen_q, hdim_q] for the a32 families (the host's conversion
+is a cast).  dK and dV are compared per query head (expanded, before the host's GQA sum).
+"""
+from __future__ import annotations
+
+import struct
+import time
+from dataclasses import dataclass, field
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from addrsim.emu.memory import Memory
+from addrsim.emu.run import Launch, pack_kernarg, run_grid
+from addrsim.errors import InputError
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Sym
+from addrsim.isa.datapath import bf16_round, bf16_to_f32
+from addrsim.loader.listing import load_source
+from addrsim.model.layout import offset
+from addrsim.model.models import ModelSet, build_problem, buffer_pointer, choose_family, layout_of
+from addrsim.model.problem import kernel_arguments, shape_env
+
+TOLERANCE = 2.0 ** -6
+"""Largest error allowed, relative to the output's largest reference magnitude: bf16 inputs
+exact, the kernel rounds P and dS to bf16 before its MFMAs and its outputs to bf16 (2**-9
+relative each), fp32 accumulation.  Measured on the README kernel (batch 2, nhead 2, seqlen
+128): 0.33% to 0.42%; the LSE/D shortcut in SBHD: 36% to 59%."""
+
+# buffer -> (layout tensor, heads, rows, columns); LSE and D: fp32 [batch, nhead_q, seqlen_q]
+TENSORS = {"q": ("q", "nhead_q", "seqlen_q", "hdim_q"), "k": ("k", "nhead_k", "seqlen_k", "hdim_q"),
+           "v": ("v", "nhead_k", "seqlen_k", "hdim_v"), "do": ("do", "nhead_q", "seqlen_q", "hdim_v"),
+           "dq": ("dq", "nhead_q", "seqlen_q", "hdim_q"), "dk": ("dk", "nhead_q", "seqlen_k", "hdim_q"),
+           "dv": ("dv", "nhead_q", "seqlen_k", "hdim_v"), "lse": ("lse", "nhead_q", "seqlen_q", None),
+           "d": ("lse", "nhead_q", "seqlen_q", None)}
+OUTPUTS = ("dq", "dk", "dv")
+
+
+@dataclass
+class Output:
+    """One output against the reference: the largest absolute error, the largest error
+    relative to the reference's largest magnitude, the (batch, head) slices with an error past
+    the tolerance and, per slice, its first wrong row."""
+
+    ok: bool
+    max_abs_err: float
+    max_rel_err: float
+    wrong_slices: List[Tuple[int, int]] = field(default_factory=list)
+    first_rows: Dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class RunResult:
+    ok: bool
+    kernel: str
+    layout: str
+    shape: Dict[str, int]
+    outputs: Dict[str, Output]
+    instructions: int
+    seconds: float
+    trace: List[tuple] = field(default_factory=list)
+
+
+def _bf16(x: np.ndarray) -> np.ndarray:
+    return bf16_round(x.astype(np.float32)).astype(np.uint16)
+
+
+def _f64(h: np.ndarray) -> np.ndarray:
+    return bf16_to_f32(h.astype(np.uint32)).astype(np.float64)
+
+
+def reference(q, k, v, do, scale: float):
+    """float64 attention backward, no mask, GQA (query head h reads key head h // ratio):
+    (lse, D, dQ, dK, dV), dK and dV per query head.  Arrays are [batch, head, row, column]."""
+    ratio = q.shape[1] // k.shape[1]
+    K, V = np.repeat(k, ratio, axis=1), np.repeat(v, ratio, axis=1)
+    s = np.einsum("bhqd,bhkd->bhqk", q, K) * scale
+    m = s.max(-1, keepdims=True)
+    p = np.exp(s - m)
+    l_ = p.sum(-1, keepdims=True)
+    P = p / l_
+    o = np.einsum("bhqk,bhkd->bhqd", P, V)
+    D = (do * o).sum(-1)
+    dP = np.einsum("bhqd,bhkd->bhqk", do, V)
+    dS = P * (dP - D[..., None])
+    return ((m + np.log(l_))[..., 0], D, np.einsum("bhqk,bhkd->bhqd", dS, K) * scale,
+            np.einsum("bhqk,bhqd->bhkd", dS, q) * scale, np.einsum("bhqk,bhqd->bhkd", P, do))
+
+
+def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=None):
+    """Allocate ``name`` for logical [batch, heads, rows, cols] ``dims`` with the layout's
+    element strides; returns (base address, a strided numpy view in logical order)."""
+    strides = [offset(lay, tensor, {d: 1}, shape) for d in ("batch", "head", "seq")][:len(dims) - 1] + [1]
+    if len(dims) == 3 and "seq" in lay.mode("batch").get(tensor, {}):
+        raise InputError(lay.origin or "<layouts>", f"layout {lay.name}: {tensor} rows are not contiguous")
+    size = sum((n - 1) * st for n, st in zip(dims, strides)) + 1
+    raw = np.zeros(size, dtype=dtype)
+    base = mem.alloc(name, raw)
+    flat = mem.view(name, dtype)
+    view = np.lib.stride_tricks.as_strided(flat, shape=dims, strides=[st * flat.itemsize for st in strides])
+    if data is not None:
+        view[...] = data
+    return base, view
+
+
+def _f32_bits(x: float) -> int:
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int = 0, like=None,
+               trace: Optional[str] = None) -> RunResult:
+    """Run the kernel of ``path`` (a code object, or a listing with ``like``) in ``layout`` at
+    ``shape`` (shape variables; the family's fixed sizes fill the rest) on random inputs and
+    compare dQ, dK, dV with :func:`reference`.  ``trace``: a buffer whose every access is kept
+    in ``RunResult.trace`` as (pc, workgroup ids, wave, lane, byte offset from the buffer's
+    base, size, kind).  Raises InputError (a shape outside the kernel's domain, a layout the
+    models lack), NotEmulatedError (causal masks, group mode, an instruction without
+    emulated semantics) and EmuError's message as NotEmulatedError."""
+    from addrsim.emu.wave import EmuError
+    from addrsim.errors import NotEmulatedError
+    src = load_source(path, like)
+    (k,) = src.co.kernels[:1] or [None]
+    if k is None or choose_family(ms, k, src.co.arch) is None:
+        raise InputError(path, "no kernel a family of the models describes")
+    if "causal" in k.symbol or "swa" in k.symbol or "group" in k.symbol:
+        raise NotEmulatedError(f"{path}: kernel {k.symbol}: masked and group-mode kernels are not run yet (their "
+                               f"reference needs the mask and sequence starts: issue 37, a later step)")
+    prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
+    env = shape_env(prob, shape)
+    _in_domain(path, prob, env)
+    consts = {n: e.value for n, e in prob.names.items() if isinstance(e, X.Const)}
+    direct_dq = not consts.get("acc")          # no accumulator (acc 0): dQ written in place, bf16
+    lay = layout_of(ms, layout)
+    rng = np.random.default_rng(seed)
+    mem = Memory()
+    B, S_q, S_k = env["batch"], env["seqlen_q"], env["seqlen_k"]
+    dims = {b: (B, env[h], env[r]) + ((env[c],) if c else ()) for b, (_, h, r, c) in TENSORS.items()}
+    ins = {b: _bf16(rng.standard_normal(dims[b])) for b in ("q", "k", "v", "do")}
+    scale = 1.0 / np.sqrt(env["hdim_q"])
+    lse, D, dq, dk, dv = reference(*(_f64(ins[b]) for b in ("q", "k", "v", "do")), scale)
+    bases, views = {}, {}
+    for b in ("q", "k", "v", "do"):
+        bases[b], views[b] = _strided(mem, b, lay, TENSORS[b][0], env, dims[b], np.uint16, ins[b])
+    for b, val in (("lse", lse), ("d", D)):
+        bases[b], views[b] = _strided(mem, b, lay, "lse", env, dims[b], np.float32, val.astype(np.float32))
+    for b in ("dk", "dv"):
+        bases[b], views[b] = _strided(mem, b, lay, b, env, dims[b], np.uint16)
+    if direct_dq:
+        bases["dq"], views["dq"] = _strided(mem, "dq", lay, "dq", env, dims["dq"], np.uint16)
+    else:
+        views["dq"] = np.zeros(dims["dq"], dtype=np.float32)
+        bases["dq"] = mem.alloc("dq", views["dq"])
+        views["dq"] = mem.view("dq", np.float32).reshape(dims["dq"])
+    ptrs = {buffer_pointer(ms, k, b): bases[b] for b in TENSORS}
+    args = kernel_arguments(prob, env, ptrs)
+    names = {a.name for a in k.args}
+    args.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
+                 if n in names})
+    grid = tuple(int(X.evaluate(prob.grid_count[prob.grid[ax].name], env)) for ax in "xyz")
+    kept: List[tuple] = []
+    tptr = bases.get(trace) if trace else None
+
+    def on_access(ids, wave, a):
+        if tptr is not None and a.lanes.any():
+            lo = int(a.address[a.lanes].min())
+            if lo >= tptr and lo - tptr < 1 << 36 and mem_owner(mem, lo) == trace:
+                for lane in np.nonzero(a.lanes)[0]:
+                    kept.append((a.pc, ids, wave, int(lane), int(a.address[lane]) - tptr, a.size, a.kind))
+    la = Launch(k, src.co.arch, src.code[k.symbol], pack_kernarg(k, {n: v for n, v in args.items() if n in names}),
+                grid, (k.reqd_workgroup_size or (256, 1, 1))[0], on_access=on_access)
+    t0 = time.time()
+    try:
+        run_grid(la, mem)
+    except EmuError as e:
+        raise NotEmulatedError(f"{path}: {e}")
+    seconds = time.time() - t0
+    got = {"dq": _f64(views["dq"]) if direct_dq else views["dq"].astype(np.float64),
+           "dk": _f64(views["dk"]), "dv": _f64(views["dv"])}
+    outs = {b: _judge(got[b], ref) for b, ref in (("dq", dq), ("dk", dk), ("dv", dv))}
+    shown = {v: n for v, n in env.items() if not v.startswith("total_")}
+    return RunResult(all(o.ok for o in outs.values()), k.symbol, layout, shown, outs, la.instructions,
+                     round(seconds, 2), kept)
+
+
+def mem_owner(mem: Memory, addr: int) -> Optional[str]:
+    """The allocation that holds byte ``addr``, or None."""
+    for n, (b, raw) in mem.blocks.items():
+        if b <= addr < b + len(raw):
+            return n
+    return None
+
+
+def _in_domain(path, prob, env) -> None:
+    """Refuse a shape outside the kernel's domain (its bounds and traits: what the kernel is
+    built for), naming the assumption it breaks.  Raises InputError."""
+    shape_vars = set(env)
+    for a in prob.assumptions:
+        if a.layer not in ("bounds", "traits") or not set(X.symbols(a.expr)) <= shape_vars:
+            continue
+        if X.evaluate(a.expr, env) != 1:
+            raise InputError(path, f"shape outside the kernel's domain: {a.text} ({a.layer}, {a.source})")
+
+
+def _judge(got: np.ndarray, ref: np.ndarray) -> Output:
+    err = np.abs(got - ref)
+    top = float(np.abs(ref).max()) or 1.0
+    bad = err > TOLERANCE * top
+    slices = sorted({(int(b), int(h)) for b, h in zip(*np.nonzero(bad.any(axis=(2, 3))))})
+    rows = {f"{b},{h}": int(np.nonzero(bad[b, h].any(axis=1))[0][0]) for b, h in slices}
+    return Output(not slices, float(err.max()), float(err.max() / top), slices, rows)
