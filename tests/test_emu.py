@@ -121,8 +121,9 @@ def test_unknown_instruction_and_wild_address_are_errors_not_guesses():
         step(w, ins, Memory())
     m = Memory()
     m.alloc("a", np.zeros(16, dtype=np.uint8))
-    with pytest.raises(EmuError, match="no allocation"):
-        m.load(np.full(64, 5, dtype=np.uint64), 4, np.ones(64, dtype=bool))
+    assert not m.load(np.full(64, 5, dtype=np.uint64), 4, np.ones(64, dtype=bool)).any() and m.stray_loads == 64
+    with pytest.raises(EmuError, match="outside every allocation"):
+        m.store(np.full(64, 5, dtype=np.uint64), np.zeros((64, 4), dtype=np.uint8), np.ones(64, dtype=bool))
 
 
 def _wrap(body: str) -> str:

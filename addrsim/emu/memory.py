@@ -9,7 +9,7 @@ swizzle_enable, dword3 bit 23 add_tid_enable; the address is ``base + soffset + 
 0: ``voffset + inst_offset + size <= num_records``; structured: ``vindex < num_records``)
 drops an out-of-range store and returns 0 for an out-of-range load.  The same facts as
 :func:`addrsim.isa.memory.buffer_in_range`, which the prover uses.  An access outside every
-allocation (what would be a page fault on the GPU) raises EmuError.
+allocation reads 0 and is counted (``Memory.stray_loads``); a store there raises EmuError.
 """
 from __future__ import annotations
 
@@ -30,6 +30,7 @@ class Memory:
     def __init__(self):
         self.blocks: Dict[str, Tuple[int, np.ndarray]] = {}
         self._next = FIRST
+        self.stray_loads = 0           # lane loads that fell in no allocation (read as 0)
 
     def alloc(self, name: str, data: np.ndarray) -> int:
         """Place ``data`` (any dtype; copied as bytes) and return its base byte address."""
@@ -43,35 +44,44 @@ class Memory:
         """The allocation's bytes as ``dtype`` (a view: later stores show in it)."""
         return self.blocks[name][1].view(dtype)
 
-    def _locate(self, addr: np.ndarray, size: int):
-        """(allocation bytes, byte offsets) for the lanes' addresses, every one inside a single
-        allocation.  Raises EmuError."""
-        hits = [(n, b, raw) for n, (b, raw) in self.blocks.items()
-                if np.any((addr >= U64(b)) & (addr < U64(b + len(raw))))]
-        if len(hits) != 1:
-            what = "no allocation" if not hits else "several allocations: " + ", ".join(h[0] for h in hits)
-            raise EmuError(f"address {int(addr.min()):#x}..{int(addr.max()):#x} ({size} bytes per lane) in {what}")
-        n, b, raw = hits[0]
-        off = (addr - U64(b)).astype(np.int64)
-        if off.min() < 0 or off.max() + size > len(raw):
-            raise EmuError(f"access {int(addr.min()):#x}..{int(addr.max()) + size:#x} runs outside allocation {n}")
-        return raw, off
+    def _split(self, addr: np.ndarray, size: int):
+        """Per allocation: (its bytes, the lanes' indices inside it, their byte offsets); and
+        the indices of lanes whose [address, + size) lies in no single allocation."""
+        out, left = [], np.ones(len(addr), dtype=bool)
+        for n, (b, raw) in self.blocks.items():
+            inside = left & (addr >= U64(b)) & (addr + U64(size) <= U64(b + len(raw)))
+            if inside.any():
+                idx = np.nonzero(inside)[0]
+                out.append((raw, idx, (addr[idx] - U64(b)).astype(np.int64)))
+                left &= ~inside
+        return out, np.nonzero(left)[0]
 
     def load(self, addr: np.ndarray, size: int, lanes: np.ndarray) -> np.ndarray:
         """The ``size`` bytes at each enabled lane's address as uint8 [64, size] (zeros for
-        the other lanes)."""
+        the other lanes).  A lane whose bytes lie in no allocation reads 0 and is counted in
+        ``stray_loads`` (on the GPU: memory past the tensor, or a fault)."""
         out = np.zeros((LANES, size), dtype=np.uint8)
         if lanes.any():
-            raw, off = self._locate(addr[lanes], size)
-            out[lanes] = raw[off[:, None] + np.arange(size)]
+            sel = np.nonzero(lanes)[0]
+            parts, stray = self._split(addr[sel], size)
+            for raw, idx, off in parts:
+                out[sel[idx]] = raw[off[:, None] + np.arange(size)]
+            self.stray_loads += len(stray)
         return out
 
     def store(self, addr: np.ndarray, data: np.ndarray, lanes: np.ndarray) -> None:
-        """Write ``data`` (uint8 [64, size]) at each enabled lane's address, lanes in order."""
+        """Write ``data`` (uint8 [64, size]) at each enabled lane's address, lanes in order.
+        Raises EmuError for a lane whose bytes lie in no allocation (a write past a tensor)."""
         if lanes.any():
             size = data.shape[1]
-            raw, off = self._locate(addr[lanes], size)
-            raw[off[:, None] + np.arange(size)] = data[lanes]
+            sel = np.nonzero(lanes)[0]
+            parts, stray = self._split(addr[sel], size)
+            if len(stray):
+                a = int(addr[sel[stray[0]]])
+                raise EmuError(f"store of {size} bytes at {a:#x} (lane {int(sel[stray[0]])}) outside every allocation")
+            for raw, idx, off in parts:
+                for i, o in zip(idx, off):          # lanes in order: a later lane's bytes win
+                    raw[o:o + size] = data[sel[i]]
 
 
 @dataclass(frozen=True)

@@ -209,8 +209,11 @@ def _vaddr(w: Wave, ins: Instr, vaddr: str):
 
 
 def _buffer(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
-    if ins.modifier("lds") is not None or row.mem not in ("load", "store"):
-        raise EmuError(f"{ins.mnemonic}{' lds' if ins.modifier('lds') is not None else ''} is not emulated yet")
+    atomic = row.mem == "atomic"
+    if atomic and (normalize(ins.mnemonic) not in _ATOMIC_ADD or ins.modifier("glc") is not None):
+        raise EmuError(f"{ins.mnemonic} is not emulated yet")
+    if not atomic and row.mem not in ("load", "store"):
+        raise EmuError(f"{ins.mnemonic} is not emulated yet")
     vdata, vaddr, rsrc, soff = ins.operands[:4]
     r = parse_register(rsrc)
     if r is None or r[0] != "s" or r[2] != 4:
@@ -219,7 +222,33 @@ def _buffer(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
     index, voff = _vaddr(w, ins, vaddr)
     ioff = int(ins.modifier("offset") or 0)
     addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, row.nbytes)
+    if atomic:
+        return _atomic_lanes(w, ins, mem, vdata, addr, w.active() & ok, _ATOMIC_ADD[normalize(ins.mnemonic)])
     return _transfer(w, ins, row, mem, vdata, addr, ok)
+
+
+def _f32_add(old: np.ndarray, add: np.ndarray) -> np.ndarray:
+    with np.errstate(all="ignore"):
+        return (old.view(np.float32) + add.view(np.float32)).view(np.uint32)
+
+
+_ATOMIC_ADD = {"buffer_atomic_add_f32": _f32_add, "global_atomic_add_f32": _f32_add,
+               "buffer_atomic_pk_add_bf16": pk_add_bf16, "global_atomic_pk_add_bf16": pk_add_bf16}
+"""Atomic adds without return (glc off): each lane's dword combined with memory, lanes in
+order (MI300 ISA guide 9.1.10 "Atomics"; the fp32 add rounds to nearest even, the packed bf16
+add rounds each half)."""
+
+
+def _atomic_lanes(w: Wave, ins: Instr, mem: Memory, vdata: str, addr: np.ndarray, lanes: np.ndarray, op) -> Access:
+    add = w.v[w.vgpr_index(vdata)]
+    for lane in np.nonzero(lanes)[0]:
+        one = np.eye(1, LANES, int(lane), dtype=bool)[0]
+        a = np.full(LANES, addr[lane], dtype=U64)
+        old = mem.load(a, 4, one)[lane].view(np.uint32)
+        data = np.zeros((LANES, 4), dtype=np.uint8)
+        data[lane] = op(old, add[lane:lane + 1]).astype(np.uint32).view(np.uint8)
+        mem.store(a, data, one)
+    return Access(ins.addr, "store", addr, 4, lanes)
 
 
 def _global(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
@@ -284,14 +313,17 @@ def _lds_address(w: Wave, ins: Instr, vaddr: str) -> np.ndarray:
     return (w.vector(vaddr, 32) + U64(int(ins.modifier("offset") or 0))).astype(np.int64)
 
 
-def _lds_bytes(mn: str) -> int:
-    return {"b32": 4, "b64": 8, "b128": 16, "b96": 12}[mn.rsplit("_", 1)[1]]
+def _lds_bytes(ins: Instr) -> int:
+    size = {"b32": 4, "b64": 8, "b128": 16, "b96": 12}.get(normalize(ins.mnemonic).rsplit("_", 1)[1])
+    if size is None or normalize(ins.mnemonic).count("_") != 2:
+        raise EmuError(f"no emulated semantics for {ins.mnemonic} ({ins.text} at {ins.addr:#x})")
+    return size
 
 
 def _ds_read(w: Wave, ins: Instr) -> None:
     """ds_read_bN vdst, vaddr offset:N: LDS bytes [addr, addr + N/8) per enabled lane; an
     address past the LDS reads 0 (MI300 ISA guide 11.2, LDS range clamping)."""
-    size = _lds_bytes(ins.mnemonic)
+    size = _lds_bytes(ins)
     addr = _lds_address(w, ins, ins.operands[1])
     lanes = w.active()
     ok = lanes & (addr + size <= len(w.lds))
@@ -305,7 +337,7 @@ def _ds_read(w: Wave, ins: Instr) -> None:
 
 def _ds_write(w: Wave, ins: Instr) -> None:
     """ds_write_bN vaddr, vdata offset:N, lanes in order; writes past the LDS are dropped."""
-    size = _lds_bytes(ins.mnemonic)
+    size = _lds_bytes(ins)
     addr = _lds_address(w, ins, ins.operands[0])
     first = w.vgpr_index(ins.operands[1])
     data = np.stack([w.v[first + k] for k in range(size // 4)], axis=1).copy().view(np.uint8)
@@ -315,44 +347,36 @@ def _ds_write(w: Wave, ins: Instr) -> None:
 
 
 def _buffer_lds(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
-    """buffer_load_dword ... lds: each enabled lane's dword goes to LDS at M0[15:0] +
-    inst_offset + 4*lane (MI300 ISA guide 9.1.9 "Buffer load to LDS"); out of range: 0."""
-    if row.nbytes != 4:
-        raise EmuError(f"{ins.text}: only dword loads to LDS are emulated")
+    """buffer_load_dword{,x3,x4} ... lds: each enabled lane's N bytes go to LDS at M0[15:0] +
+    inst_offset + N*lane (MI300 ISA guide 9.1.9 "Buffer load to LDS"; gfx950 adds the x3/x4
+    forms, CDNA4 guide, the same placement per lane); out of range: 0."""
+    size = row.nbytes
+    if size not in (4, 12, 16):
+        raise EmuError(f"{ins.text}: loads to LDS of {size} bytes are not emulated")
     vaddr, rsrc, soff = ins.operands[:3]
     r = parse_register(rsrc)
     buf = vsharp([int(w.s[r[1] + k]) for k in range(4)])
     index, voff = _vaddr(w, ins, vaddr)
     ioff = int(ins.modifier("offset") or 0)
-    addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, 4)
+    addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, size)
     lanes = w.active() & ok
-    data = mem.load(addr, 4, lanes)
+    data = mem.load(addr, size, lanes)
     base = (int(w.s[124]) & 0xFFFF) + ioff
     for lane in np.nonzero(w.active())[0]:
-        at = base + 4 * int(lane)
-        if at + 4 <= len(w.lds):
-            w.lds[at:at + 4] = data[lane]
-    return Access(ins.addr, "load", addr, 4, lanes)
+        at = base + size * int(lane)
+        if at + size <= len(w.lds):
+            w.lds[at:at + size] = data[lane]
+    return Access(ins.addr, "load", addr, size, lanes)
 
 
 def _atomic(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
-    """global_atomic_pk_add_bf16 vaddr, vdata, saddr (no return): lanes in order."""
-    if normalize(ins.mnemonic) != "global_atomic_pk_add_bf16" or ins.modifier("glc") is not None:
+    """global_atomic_{add_f32, pk_add_bf16} vaddr, vdata, saddr (no return)."""
+    if normalize(ins.mnemonic) not in _ATOMIC_ADD or ins.modifier("glc") is not None:
         raise EmuError(f"{ins.text}: atomic not emulated yet")
     vaddr, vdata, saddr = ins.operands[:3]
     ioff = global_offset(int(ins.modifier("offset") or 0))
     addr = (w.vector(vaddr, 64) if saddr == "off" else U64(w.scalar(saddr, 64)) + w.vector(vaddr, 32)) + U64(ioff)
-    lanes = w.active()
-    add = w.v[w.vgpr_index(vdata)]
-    for lane in np.nonzero(lanes)[0]:
-        one = np.eye(1, LANES, int(lane), dtype=bool)[0]
-        a = np.full(LANES, addr[lane], dtype=U64)
-        old = mem.load(a, 4, one)[lane].view(np.uint32)
-        new = pk_add_bf16(old, add[lane:lane + 1])
-        data = np.zeros((LANES, 4), dtype=np.uint8)
-        data[lane] = new.view(np.uint8)
-        mem.store(a, data, one)
-    return Access(ins.addr, "store", addr, 4, lanes)
+    return _atomic_lanes(w, ins, mem, vdata, addr, w.active(), _ATOMIC_ADD[normalize(ins.mnemonic)])
 
 
 def _readfirstlane(w: Wave, ins: Instr) -> None:
@@ -369,9 +393,8 @@ def step(w: Wave, ins: Instr, mem: Memory) -> Optional[Access]:
     w.pc = ins.addr + ins.size
     if row.kind == "salu":
         _salu(w, ins, row)
-    elif row.kind in ("valu", "float") or (row.kind == "data" and mn.startswith(("v_cmp", "v_fma", "v_exp", "v_add_f",
-                                                                                 "v_sub", "v_max_f", "v_min_f"))) \
-            or (row.kind == "data" and mn.endswith("_dpp")):
+    elif row.kind in ("valu", "float") or (row.kind == "data" and (mn in FLOAT or mn.endswith("_dpp")
+                                                                   or mn.startswith("v_cmp"))):
         _valu(w, ins, row)
     elif mn.startswith("v_mfma"):
         _mfma(w, ins)

@@ -13,7 +13,8 @@ opcode tables (V_FMA_F32, V_EXP_F32: 2**x to 1 ULP, V_CMP_U_F32: unordered), sec
 bank_mask: groups of 4 lanes within a row written), chapter 7 "Matrix arithmetic" and AMD's
 matrix instruction calculator (``--detail-instruction`` for v_mfma_f32_16x16x16bf16_1k on
 CDNA3: A[i][k] in lane i + 16*(k//4), element k%4; B[k][j] in lane j + 16*(k//4), element
-k%4; D[i][j] in lane j + 16*(i//4), register i%4).  Float rows compute in numpy float32
+k%4; D[i][j] in lane j + 16*(i//4), register i%4; CDNA4's 16x16x32 the same with 8 K
+elements per lane).  Float rows compute in numpy float32
 (round to nearest even, the MODE register's reset value); V_FMA_F32 is computed as a float64
 product and sum rounded once to float32 (the product of two float32 is exact in float64, the
 sum rounds twice in rare ties: documented, the tolerance of `addrsim run` covers it);
@@ -76,6 +77,8 @@ row("v_fma_f32", "v32:v32,v32,v32")(_ieee(lambda a, b, c: (_u((_f(a).astype(np.f
                                                              + _f(c).astype(np.float64)).astype(F32)),)))
 row("v_exp_f32", "v32:v32")(_ieee(lambda a: (_u(np.exp2(_f(a))),)))
 row("v_mov_b32", "v32:v32")(lambda a: (a,))
+row("v_cvt_pk_bf16_f32", "v32:v32,v32")(lambda a, b: ((bf16_round(_f(a)) | bf16_round(_f(b)) << U32(16))
+                                                     .astype(np.uint64),))
 row("v_cmp_u_f32", "m:v32,v32")(lambda a, b: (np.isnan(_f(a)) | np.isnan(_f(b)),))
 row("v_cmp_o_f32", "m:v32,v32")(lambda a, b: (~(np.isnan(_f(a)) | np.isnan(_f(b))),))
 
@@ -121,24 +124,25 @@ def pk_add_bf16(old: np.ndarray, add: np.ndarray) -> np.ndarray:
 
 
 def _bf16_elems(regs: np.ndarray) -> np.ndarray:
-    """[2 registers, 64 lanes] of packed bf16 -> float64 [64 lanes, 4 elements]."""
+    """[n registers, 64 lanes] of packed bf16 -> float64 [64 lanes, 2n elements]."""
     r = np.asarray(regs, dtype=U32)
-    parts = [(r[k // 2] >> U32(16 * (k % 2))) & U32(0xFFFF) for k in range(4)]
+    parts = [(r[k // 2] >> U32(16 * (k % 2))) & U32(0xFFFF) for k in range(2 * len(r))]
     return np.stack([bf16_to_f32(p).astype(np.float64) for p in parts], axis=1)
 
 
-def mfma_16x16x16_bf16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """D = A*B + C of v_mfma_f32_16x16x16_bf16 (the gfx90a _1k form): ``a``, ``b`` [2, 64]
-    uint32 registers of packed bf16, ``c`` [4, 64] uint32 float32 registers; returns D [4, 64]
-    uint32, the products summed in float64 and rounded once to float32."""
+def _mfma_16x16_bf16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """D = A*B + C of a 16x16xK bf16 MFMA, K = 4 * (bf16 per lane): ``a``, ``b`` [K/8, 64]...
+    uint32 registers of packed bf16 (lane i + 16*g holds row/column i, K elements g*K/4 ..
+    (g+1)*K/4 - 1), ``c`` [4, 64] uint32 float32 registers; returns D [4, 64] uint32, the
+    products summed in float64 and rounded once to float32."""
     lane = np.arange(64)
-    A = np.zeros((16, 16))
-    B = np.zeros((16, 16))
     ea, eb = _bf16_elems(a), _bf16_elems(b)
-    for item in range(4):
-        A[lane % 16, 4 * (lane // 16) + item] = ea[:, item]
-        B[4 * (lane // 16) + item, lane % 16] = eb[:, item]
-    C = np.zeros((16, 16))
+    per = ea.shape[1]
+    K = 4 * per
+    A, B, C = np.zeros((16, K)), np.zeros((K, 16)), np.zeros((16, 16))
+    for item in range(per):
+        A[lane % 16, per * (lane // 16) + item] = ea[:, item]
+        B[per * (lane // 16) + item, lane % 16] = eb[:, item]
     cf = np.asarray(c, dtype=U32).view(F32).astype(np.float64)
     for item in range(4):
         C[4 * (lane // 16) + item, lane % 16] = cf[item]
@@ -146,6 +150,11 @@ def mfma_16x16x16_bf16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarra
     return np.stack([D[4 * (lane // 16) + item, lane % 16] for item in range(4)]).view(U32)
 
 
-MFMA = {"v_mfma_f32_16x16x16_bf16": (2, 2, 4, mfma_16x16x16_bf16),
-        "v_mfma_f32_16x16x16bf16_1k": (2, 2, 4, mfma_16x16x16_bf16)}
-"""MFMA mnemonic -> (A registers, B registers, C/D registers, function)."""
+mfma_16x16x16_bf16 = _mfma_16x16_bf16
+
+MFMA = {"v_mfma_f32_16x16x16_bf16": (2, 2, 4, _mfma_16x16_bf16),
+        "v_mfma_f32_16x16x16bf16_1k": (2, 2, 4, _mfma_16x16_bf16),
+        "v_mfma_f32_16x16x32_bf16": (4, 4, 4, _mfma_16x16_bf16)}
+"""MFMA mnemonic -> (A registers, B registers, C/D registers, function).  gfx950's 16x16x32
+bf16 (CDNA4 guide, matrix calculator for CDNA4): each lane holds 8 consecutive K elements,
+lane group g = lane // 16 holds K elements 8g .. 8g + 7."""
