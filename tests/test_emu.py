@@ -15,7 +15,7 @@ from addrsim.isa.operands import EXEC_LO
 from addrsim.loader.disasm import parse_listing
 from addrsim.loader.listing import load_source
 
-from test_examples import build
+from test_examples import EX, build
 
 B, H, S, HD = 2, 3, 192, 128
 
@@ -192,3 +192,24 @@ def test_trace_of_lse_reads_every_row_of_the_workgroups_own_slice(real_kernel):
         x, h, b = a["workgroup"]
         rows.setdefault((b, h), set()).add(a["offset"])
     assert rows == {(0, h): {(h * 128 + r) * 4 for r in range(128)} for h in range(2)}
+
+
+@pytest.mark.slow
+def test_the_mutation_the_prover_lets_survive_is_wrong_on_the_machine(real_kernel, tmp_path):
+    """dQ's wave term dropped (0x2c70, benchmarks/mutations.py): every wave adds its dQ into
+    wave 0's rows, inside the slice, atomics exempt from coverage, so the prover's checks all
+    stay as they were.  Run on the virtual MI300 (BHSD, batch 1, nhead 2, seqlen 128), dQ is
+    wrong in every slice from row 0 while dK and dV are right."""
+    import subprocess
+    import sys
+    sys.path.insert(0, str(EX.parent / "benchmarks"))
+    from mutations import edit
+    from addrsim.api import run
+    text = subprocess.run(["llvm-objdump-22", "-d", str(real_kernel)], capture_output=True, text=True,
+                          check=True).stdout
+    lst = tmp_path / "dq_wave.lst"
+    lst.write_text(edit(text, 0x2C70, "v_add_u32_e32 v6, s60, v6", "v_add_u32_e32 v6, 0, v6"))
+    rep = run(lst, "bhsd", dict(SHAPE, batch=1), like=real_kernel)
+    assert not rep["ok"]
+    assert rep["outputs"]["dq"]["wrong_slices"] == [[0, 0], [0, 1]] and rep["outputs"]["dq"]["max_rel_err"] > 0.5
+    assert rep["outputs"]["dk"]["ok"] and rep["outputs"]["dv"]["ok"]
