@@ -83,16 +83,25 @@ def _f64(h: np.ndarray) -> np.ndarray:
     return bf16_to_f32(h.astype(np.uint32)).astype(np.float64)
 
 
-def reference(q, k, v, do, scale: float):
-    """float64 attention backward, no mask, GQA (query head h reads key head h // ratio):
-    (lse, D, dQ, dK, dV), dK and dV per query head.  Arrays are [batch, head, row, column]."""
+def reference(q, k, v, do, scale: float, mask: str = ""):
+    """float64 attention backward, GQA (query head h reads key head h // ratio): (lse, D, dQ,
+    dK, dV), dK and dV per query head.  Arrays are [batch, head, row, column].  ``mask``: ""
+    (none), "top_left" (query row i sees keys j <= i) or "bottom_right" (j <= i + seqlen_k -
+    seqlen_q), aiter's causal masks (mha_bwd.cu compute_mask_coordinates); a row that sees no
+    key has P = 0."""
     ratio = q.shape[1] // k.shape[1]
     K, V = np.repeat(k, ratio, axis=1), np.repeat(v, ratio, axis=1)
     s = np.einsum("bhqd,bhkd->bhqk", q, K) * scale
+    if mask:
+        sq, sk = q.shape[2], k.shape[2]
+        shift = 0 if mask == "top_left" else sk - sq
+        allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + shift
+        s = np.where(allowed, s, -np.inf)
     m = s.max(-1, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
     p = np.exp(s - m)
     l_ = p.sum(-1, keepdims=True)
-    P = p / l_
+    P = p / np.where(l_ > 0, l_, 1.0)
     o = np.einsum("bhqk,bhkd->bhqd", P, V)
     D = (do * o).sum(-1)
     dP = np.einsum("bhqd,bhkd->bhqk", do, V)
@@ -136,9 +145,10 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     (k,) = src.co.kernels[:1] or [None]
     if k is None or choose_family(ms, k, src.co.arch) is None:
         raise InputError(path, "no kernel a family of the models describes")
-    if "causal" in k.symbol or "swa" in k.symbol or "group" in k.symbol:
-        raise NotEmulatedError(f"{path}: kernel {k.symbol}: masked and group-mode kernels are not run yet (their "
-                               f"reference needs the mask and sequence starts: issue 37, a later step)")
+    if "swa" in k.symbol or "group" in k.symbol:
+        raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window and group-mode kernels are not run yet "
+                               f"(their reference needs the window and sequence starts: issue 37, a later step)")
+    mask = "bottom_right" if "causal_br" in k.symbol else "top_left" if "causal" in k.symbol else ""
     prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
     env = shape_env(prob, shape)
     _in_domain(path, prob, env)
@@ -152,7 +162,7 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     dims = {b: (B, env[h], env[r]) + ((env[c],) if c else ()) for b, (_, h, r, c) in TENSORS.items()}
     ins = {b: _bf16(rng.standard_normal(dims[b])) for b in ("q", "k", "v", "do")}
     scale = 1.0 / np.sqrt(env["hdim_q"])
-    lse, D, dq, dk, dv = reference(*(_f64(ins[b]) for b in ("q", "k", "v", "do")), scale)
+    lse, D, dq, dk, dv = reference(*(_f64(ins[b]) for b in ("q", "k", "v", "do")), scale, mask)
     bases, views = {}, {}
     for b in ("q", "k", "v", "do"):
         bases[b], views[b] = _strided(mem, b, lay, TENSORS[b][0], env, dims[b], np.uint16, ins[b])
