@@ -296,6 +296,9 @@ def register(sub) -> None:
     cx.add_argument("--json", metavar="FILE", help="write the cross-check report ('-' for stdout)")
     cx.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     cx.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
+    cx.add_argument("--emulate", action="store_true",
+                    help="run the cases on the virtual MI300 (the real code object, every instruction) instead of "
+                         "a PyTorch model of the kernel")
     cx.add_argument("--timeout", type=int, default=None, metavar="MS",
                     help="the query budget as nominal ms (converted to resource units; default 10 Mru)")
 
@@ -316,6 +319,8 @@ def run(args) -> int:
         for lay in layouts:
             if lay not in models.layouts:
                 raise InputError("--layout", f"unknown layout {lay!r}")
+        if args.emulate:
+            return _emulated(args, af, models, layouts)
         run = not args.plan_out
         try:
             if run:
@@ -367,5 +372,20 @@ def run(args) -> int:
         return bad
     ran = [c for c in rep["cases"] if c["observed"] != "skipped"]
     if not ran:
+        return 2
+    return 0 if rep["agree"] else 1
+
+
+def _emulated(args, af, models, layouts) -> int:
+    """``--emulate``: the cases run on the virtual MI300 (:mod:`addrsim.commands.emucheck`)."""
+    from addrsim.commands.emucheck import emulate_cases, format_emulated
+    say = lambda m: sys.stderr.write(f"addrsim: {m}\n")   # noqa: E731
+    cases = build_cases(af, args.file, layouts, max(args.cases, 10), like=args.like, timeout_ms=args.timeout,
+                        bounds=bounds_of(args) or None, progress=say)       # more cases: the small shapes run
+    rep = emulate_cases(cases, args.file, models, like=args.like, progress=say)
+    bad = emit(rep, args.json, lambda: format_emulated(rep))
+    if bad is not None:
+        return bad
+    if not any(r["observed"] != "skipped" for r in rep["cases"]):
         return 2
     return 0 if rep["agree"] else 1

@@ -1,0 +1,67 @@
+"""`addrsim crosscheck --emulate`: the cross-check's cases run on the virtual MI300 instead of
+a PyTorch model of the kernel (issue 37, item 6).
+
+Owns :func:`emulate_cases` and :func:`format_emulated`.  The cases are the cross-check's
+(:func:`addrsim.commands.crosscheck.build_cases`: each counterexample shape, predicted "fail",
+and control shapes on both sides of its boundary, predicted "pass").  Each case whose grid
+and sequence are small enough (:data:`MAX_WORKGROUPS`, :data:`MAX_SEQLEN`) runs the real code
+object (:func:`addrsim.api.run`); observed "fail" when dQ, dK or dV is wrong, and a predicted
+failure must show in the counterexample's own (batch_id, head_id) slice.  Larger cases (the
+overflow counterexamples past 4 GiB) are "skipped": the emulator allocates every tensor.
+"""
+from __future__ import annotations
+
+from typing import List
+
+from addrsim.api import run as run_kernel
+
+MAX_WORKGROUPS = 16
+MAX_SEQLEN = 1024
+
+
+def _feasible(shape) -> bool:
+    tiles = -(-shape.get("seqlen_k", 1) // 64)
+    return (shape.get("batch", 1) * shape.get("nhead_q", 1) * tiles <= MAX_WORKGROUPS * 3
+            and max(shape.get("seqlen_q", 1), shape.get("seqlen_k", 1)) <= MAX_SEQLEN)
+
+
+def emulate_cases(cases, path, models, like=None, progress=None) -> dict:
+    """Run each case on the emulator; the report ``{"device", "cases": [...], "agree"}``."""
+    out: List[dict] = []
+    for c in cases:
+        row = {"layout": c.layout, "shape": c.shape, "predicted": c.predicted, "why": c.why,
+               "coords": list(c.coords) if c.coords else None}
+        if not _feasible(c.shape):
+            row.update(observed="skipped", reason=f"more than {MAX_WORKGROUPS} workgroups or seqlen past "
+                                                  f"{MAX_SEQLEN}: too large to emulate")
+            out.append(row)
+            continue
+        if progress:
+            progress(f"emulating {c.layout} {c.shape}")
+        rep = run_kernel(path, c.layout, c.shape, models=models, like=like)
+        wrong = sorted({tuple(s) for o in rep["outputs"].values() for s in o["wrong_slices"]})
+        row.update(observed="pass" if rep["ok"] else "fail", wrong_slices=[list(s) for s in wrong],
+                   seconds=rep["seconds"], instructions=rep["instructions"],
+                   max_rel_err=max(o["max_rel_err"] for o in rep["outputs"].values()))
+        row["agree"] = row["observed"] == c.predicted and (
+            c.predicted != "fail" or not c.coords or tuple(c.coords) in wrong)
+        out.append(row)
+    ran = [r for r in out if r["observed"] != "skipped"]
+    return {"tool": "addrsim", "device": "the virtual MI300 (addrsim/emu, CPU)", "kernel": str(path), "cases": out,
+            "agree": bool(ran) and all(r["agree"] for r in ran)}
+
+
+def format_emulated(rep: dict) -> str:
+    lines = [f"crosscheck --emulate {rep['kernel']} on {rep['device']}"]
+    for r in rep["cases"]:
+        shape = " ".join(f"{k}={v}" for k, v in r["shape"].items() if k in ("batch", "nhead_q", "nhead_k", "seqlen_q",
+                                                                             "seqlen_k"))
+        tail = (f"observed {r['observed']}" + (f" in slices {r['wrong_slices']}" if r.get("wrong_slices") else "")
+                + (f" ({r['seconds']} s)" if "seconds" in r else f" ({r.get('reason', '')})"))
+        mark = "" if r["observed"] == "skipped" else ("  agree" if r["agree"] else "  DISAGREE")
+        lines.append(f"  {r['layout']} {shape}: predicted {r['predicted']}"
+                     f"{' at ' + str(tuple(r['coords'])) if r['coords'] else ''}, {tail}{mark}")
+    ran = [r for r in rep["cases"] if r["observed"] != "skipped"]
+    lines.append(f"  {sum(r['agree'] for r in ran)} of {len(ran)} run cases agree; "
+                 f"{len(rep['cases']) - len(ran)} skipped")
+    return "\n".join(lines)
