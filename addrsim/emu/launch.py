@@ -26,7 +26,8 @@ import numpy as np
 
 from addrsim.emu.memory import Memory
 from addrsim.emu.run import Launch, pack_kernarg, run_grid
-from addrsim.errors import InputError
+from addrsim.emu.wave import EmuError
+from addrsim.errors import InputError, NotEmulatedError
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Sym
 from addrsim.isa.datapath import bf16_round, bf16_to_f32
@@ -139,8 +140,6 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     base, size, kind).  Raises InputError (a shape outside the kernel's domain, a layout the
     models lack), NotEmulatedError (causal masks, group mode, an instruction without
     emulated semantics) and EmuError's message as NotEmulatedError."""
-    from addrsim.emu.wave import EmuError
-    from addrsim.errors import NotEmulatedError
     src = load_source(path, like)
     (k,) = src.co.kernels[:1] or [None]
     if k is None or choose_family(ms, k, src.co.arch) is None:

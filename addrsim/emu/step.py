@@ -24,7 +24,7 @@ import numpy as np
 from addrsim.backends.vector import NoVec, vec
 from addrsim.emu.memory import Memory, buffer_addresses, vsharp
 from addrsim.emu.wave import LANES, U64, EmuError, Wave, bits, to_mask
-from addrsim.ir.expr import Sym
+from addrsim.ir.expr import Const, Sym, symbols
 from addrsim.isa.control import CONDITIONS
 from addrsim.isa.datapath import FLOAT, MFMA, dpp_source, pk_add_bf16
 from addrsim.isa.memory import global_offset
@@ -168,13 +168,11 @@ def _alu_values(mn: str, sem, vals, ins: Instr):
 
 
 def _syms(e):
-    from addrsim.ir.expr import symbols
     return symbols(e).values()
 
 
 @lru_cache(maxsize=None)
 def _instantiated(mn: str, uniform: tuple):
-    from addrsim.ir.expr import Const
     row = lookup(mn)
     args = [Const(u, _width(t)) if u is not None else Sym(f"i{k}", _width(t))
             for k, (t, u) in enumerate(zip(row.sem.ins, uniform))]

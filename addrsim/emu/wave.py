@@ -134,4 +134,3 @@ def to_mask(lanes: np.ndarray) -> int:
     return int(np.sum(lanes.astype(U64) << _LANE_BITS, dtype=U64))
 
 
-VCC = VCC_LO
