@@ -31,6 +31,7 @@ class Memory:
         self.blocks: Dict[str, Tuple[int, np.ndarray]] = {}
         self._next = FIRST
         self.stray_loads = 0           # lane loads that fell in no allocation (read as 0)
+        self._last = None              # the allocation the last access fell in
 
     def alloc(self, name: str, data: np.ndarray) -> int:
         """Place ``data`` (any dtype; copied as bytes) and return its base byte address."""
@@ -47,6 +48,10 @@ class Memory:
     def _split(self, addr: np.ndarray, size: int):
         """Per allocation: (its bytes, the lanes' indices inside it, their byte offsets); and
         the indices of lanes whose [address, + size) lies in no single allocation."""
+        if self._last is not None:                       # the common case: one allocation, the last one hit
+            b, raw = self.blocks[self._last]
+            if len(addr) and int(addr.min()) >= b and int(addr.max()) + size <= b + len(raw):
+                return [(raw, np.arange(len(addr)), (addr - U64(b)).astype(np.int64))], np.zeros(0, dtype=np.int64)
         out, left = [], np.ones(len(addr), dtype=bool)
         for n, (b, raw) in self.blocks.items():
             inside = left & (addr >= U64(b)) & (addr + U64(size) <= U64(b + len(raw)))
@@ -54,6 +59,7 @@ class Memory:
                 idx = np.nonzero(inside)[0]
                 out.append((raw, idx, (addr[idx] - U64(b)).astype(np.int64)))
                 left &= ~inside
+                self._last = n
         return out, np.nonzero(left)[0]
 
     def load(self, addr: np.ndarray, size: int, lanes: np.ndarray) -> np.ndarray:

@@ -156,7 +156,7 @@ def _alu_values(mn: str, sem, vals, ins: Instr):
     """The shared ALU row's results over the lanes (a row that needs a uniform operand as a
     constant, such as v_perm_b32's selector, is instantiated with it)."""
     _, names, exprs = alu_template(mn)
-    if any(x.kind == "opaque" for e in exprs for x in _syms(e)):
+    if _opaque(mn):
         uniform = tuple(int(v[0]) if np.all(v == v[0]) else None for v in vals)
         names, exprs = _instantiated(mn, uniform)
     env = dict(zip(names, vals))
@@ -169,6 +169,12 @@ def _alu_values(mn: str, sem, vals, ins: Instr):
 
 def _syms(e):
     return symbols(e).values()
+
+
+@lru_cache(maxsize=None)
+def _opaque(mn: str) -> bool:
+    """Whether the row applied to symbols leaves an opaque value (it needs a constant operand)."""
+    return any(x.kind == "opaque" for e in alu_template(mn)[2] for x in _syms(e))
 
 
 @lru_cache(maxsize=None)
@@ -239,7 +245,14 @@ add rounds each half)."""
 
 def _atomic_lanes(w: Wave, ins: Instr, mem: Memory, vdata: str, addr: np.ndarray, lanes: np.ndarray, op) -> Access:
     add = w.v[w.vgpr_index(vdata)]
-    for lane in np.nonzero(lanes)[0]:
+    live = np.nonzero(lanes)[0]
+    if len(np.unique(addr[live])) == len(live):         # distinct words: one read-modify-write
+        old = mem.load(addr, 4, lanes).view(np.uint32)[:, 0]
+        data = np.zeros((LANES, 4), dtype=np.uint8)
+        data[live] = op(old[live], add[live]).astype(np.uint32).view(np.uint8).reshape(-1, 4)
+        mem.store(addr, data, lanes)
+        return Access(ins.addr, "store", addr, 4, lanes)
+    for lane in live:                                  # lanes that share a word add in lane order
         one = np.eye(1, LANES, int(lane), dtype=bool)[0]
         a = np.full(LANES, addr[lane], dtype=U64)
         old = mem.load(a, 4, one)[lane].view(np.uint32)
