@@ -141,12 +141,15 @@ def test_shape_argument_names_shape_variables():
 
 
 def test_run_refuses_a_kernel_no_family_models(tmp_path, capsys):
-    """An example kernel under the built-in models: no family describes it (exit 3, one line)."""
+    """An example kernel under the built-in models: no family describes it (exit 2, one line,
+    as verify refuses it); an unknown --trace buffer is bad input (exit 3)."""
     from addrsim.commands.cli import main
     co = build("lse_loop", tmp_path)
-    assert main(["run", str(co), "--shape", "batch=1"]) == 3
+    assert main(["run", str(co), "--shape", "batch=1"]) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no kernel a family of the models describes" in err
+    assert err.count("\n") == 1 and "no kernel family in the models describes it" in err
+    assert main(["run", str(co), "--shape", "batch=1", "--trace", "foo"]) == 3
+    assert "unknown buffer 'foo'" in capsys.readouterr().err
 
 
 SHAPE = {"batch": 2, "nhead_q": 2, "nhead_k": 2, "seqlen_q": 128, "seqlen_k": 128}

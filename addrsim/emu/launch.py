@@ -27,7 +27,7 @@ import numpy as np
 from addrsim.emu.memory import Memory
 from addrsim.emu.run import Launch, pack_kernarg, run_grid
 from addrsim.emu.wave import EmuError
-from addrsim.errors import InputError, NotEmulatedError
+from addrsim.errors import InputError, NotEmulatedError, UnmodelledError
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Sym
 from addrsim.isa.datapath import bf16_round, bf16_to_f32
@@ -140,10 +140,14 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     base, size, kind).  Raises InputError (a shape outside the kernel's domain, a layout the
     models lack), NotEmulatedError (causal masks, group mode, an instruction without
     emulated semantics) and EmuError's message as NotEmulatedError."""
+    if trace is not None and trace not in TENSORS:
+        raise InputError("--trace", f"unknown buffer {trace!r} (one of {', '.join(TENSORS)})")
     src = load_source(path, like)
     (k,) = src.co.kernels[:1] or [None]
-    if k is None or choose_family(ms, k, src.co.arch) is None:
-        raise InputError(path, "no kernel a family of the models describes")
+    if k is None:
+        raise InputError(path, "no kernel in the file")
+    if choose_family(ms, k, src.co.arch) is None:
+        raise UnmodelledError(path, k.symbol)
     if "swa" in k.symbol or "group" in k.symbol:
         raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window and group-mode kernels are not run yet "
                                f"(their reference needs the window and sequence starts: issue 37, a later step)")
@@ -155,6 +159,7 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     direct_dq = not consts.get("acc")          # no accumulator (acc 0): dQ written in place, bf16
     dq_acc16 = consts.get("acc") == 2          # a 16-bit accumulator the dq_shuffle post-kernel reorders
     lay = layout_of(ms, layout)
+    _small_enough(path, prob, env)
     rng = np.random.default_rng(seed)
     mem = Memory()
     B, S_q, S_k = env["batch"], env["seqlen_q"], env["seqlen_k"]
@@ -213,6 +218,24 @@ def mem_owner(mem: Memory, addr: int) -> Optional[str]:
         if b <= addr < b + len(raw):
             return n
     return None
+
+
+MAX_ELEMENTS = 1 << 26
+"""Elements of one tensor the emulator allocates at most (Q at 128 columns: 512k rows, 128 MiB
+of bf16); larger shapes are refused, not attempted (memory and hours of emulation)."""
+MAX_WORKGROUPS = 4096
+
+
+def _small_enough(path, prob, env) -> None:
+    """Refuse a shape the emulator cannot hold or finish.  Raises NotEmulatedError."""
+    rows = max(env["seqlen_q"], env["seqlen_k"]) * max(env["hdim_q"], env["hdim_v"])
+    elems = env["batch"] * max(env["nhead_q"], env["nhead_k"]) * rows
+    grid = 1
+    for ax in "xyz":
+        grid *= int(X.evaluate(prob.grid_count[prob.grid[ax].name], env))
+    if elems > MAX_ELEMENTS or grid > MAX_WORKGROUPS:
+        raise NotEmulatedError(f"{path}: shape too large to emulate ({elems} elements per tensor, {grid} workgroups; "
+                               f"at most {MAX_ELEMENTS} and {MAX_WORKGROUPS})")
 
 
 def _in_domain(path, prob, env) -> None:
