@@ -312,7 +312,7 @@ def run(path, layout: str, shape: Dict[str, int], model_files: Sequence[str] = (
     r = run_kernel(path, layout, shape, ms, seed, like, trace)
     out = {"tool": "addrsim", "version": __version__, "ok": r.ok, "kernel": r.kernel, "layout": r.layout,
            "shape": r.shape, "outputs": {k: asdict(o) for k, o in r.outputs.items()},
-           "instructions": r.instructions, "seconds": r.seconds, "tolerance": TOLERANCE}
+           "instructions": r.instructions, "seconds": r.seconds, "tolerance": TOLERANCE, "fault": r.fault}
     for o in out["outputs"].values():
         o["wrong_slices"] = [list(s) for s in o["wrong_slices"]]
     if trace:

@@ -231,3 +231,34 @@ def test_causal_kernel_is_right_with_its_top_left_mask(real_kernel):
     q, k, v, do = (np.random.default_rng(1).standard_normal((1, 2, 64, 16)) for _ in range(4))
     masked, plain = reference(q, k, v, do, 0.25, "top_left"), reference(q, k, v, do, 0.25)
     assert np.abs(masked[2] - plain[2]).max() > 10 * TOLERANCE * np.abs(plain[2]).max()
+
+
+def test_run_refuses_what_it_cannot_judge(tmp_path, capsys):
+    """A kernel without dQ/dK/dV pointers (an example reading LSE only: a pipeline stage has
+    the same shape) is not runnable yet (exit 2), never judged against gradients it does not
+    compute; a shape naming a name twice is bad input."""
+    from addrsim.commands.cli import main
+    from test_examples import MODEL
+    co = build("lse_loop", tmp_path)
+    assert main(["run", str(co), "--model", MODEL, "--shape", "nhead_q=1,seqlen_q=64"]) == 2
+    assert "not a dQ/dK/dV kernel" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as e:       # a usage error: argparse's one line, exit 3
+        main(["run", str(co), "--shape", "batch=1,batch=2"])
+    assert e.value.code == 3 and "batch given twice" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_run_names_shape_errors_and_reports_stray_stores(real_kernel, capsys):
+    """The README kernel fixes hdim 128 (hdim_q=64 is bad input), needs nhead_q and seqlen_q;
+    in the packed-QKV view (examples/layouts/views.yaml) dQ is written with Q's strides past
+    the end of dQ's tensor: a wrong result (exit 1) naming the atomic that stores there."""
+    from addrsim.commands.cli import main
+    assert main(["run", str(real_kernel), "--shape", "nhead_q=1,seqlen_q=128,hdim_q=64"]) == 3
+    assert "fixes hdim_q = 128" in capsys.readouterr().err
+    assert main(["run", str(real_kernel), "--shape", "batch=1"]) == 3
+    assert "give nhead_q, seqlen_q" in capsys.readouterr().err
+    views = str(EX / "layouts" / "views.yaml")
+    assert main(["run", str(real_kernel), "--shape", "nhead_q=2,seqlen_q=64", "--layouts", views,
+                 "--layout", "bshd_qkv_packed"]) == 1
+    out = capsys.readouterr().out
+    assert "the kernel stopped: global_atomic_pk_add_bf16" in out and "past the end of dq" in out

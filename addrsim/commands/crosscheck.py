@@ -289,7 +289,7 @@ def register(sub) -> None:
     cx.add_argument("--backend", choices=("torch", "triton"), default="torch",
                     help="torch (CPU, or the GPU with --device cuda) or triton (GPU)")
     cx.add_argument("--device", default=None, help="torch device for the torch backend (default cpu)")
-    cx.add_argument("--cases", type=int, default=6, metavar="N", help="cases per layout (default 6)")
+    cx.add_argument("--cases", type=int, default=6, metavar="N", help="cases per layout (default 6; --emulate takes at least 10, so that its small shapes run)")
     cx.add_argument("--plot", metavar="FILE.png", help="draw the LSE rows each (batch_id, head_id) reads")
     cx.add_argument("--plan-out", metavar="PLAN.json", help="only write the cases and their offsets (no run); run "
                     "them elsewhere with python3 -m addrsim.gpu.crossrun PLAN.json")

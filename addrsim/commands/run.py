@@ -28,6 +28,8 @@ def shape_arg(text: str):
     for part in text.split(","):
         name, _, val = part.partition("=")
         name = name.strip()
+        if name in out:
+            raise argparse.ArgumentTypeError(f"{name} given twice in {text!r}")
         if name not in SHAPE_VARS or not val.strip().isdigit():
             raise argparse.ArgumentTypeError(f"expected NAME=V,... with NAME one of {', '.join(SHAPE_VARS)}, got "
                                              f"{part!r}")
@@ -72,6 +74,8 @@ def format_run(rep: dict) -> str:
     lines = [f"{rep['kernel']} in {rep['layout']} at {shape}: {'RIGHT' if rep['ok'] else 'WRONG'} "
              f"({rep['instructions']} instructions, {rep['seconds']} s, tolerance "
              f"{rep['tolerance']:.4g} of the largest reference value)"]
+    if rep.get("fault"):
+        lines.append(f"  the kernel stopped: {rep['fault']}")
     for name, o in rep["outputs"].items():
         where = ""
         if o["wrong_slices"]:

@@ -26,7 +26,7 @@ import numpy as np
 
 from addrsim.emu.memory import Memory
 from addrsim.emu.run import Launch, pack_kernarg, run_grid
-from addrsim.emu.wave import EmuError
+from addrsim.emu.wave import EmuError, StrayStore
 from addrsim.errors import InputError, NotEmulatedError, UnmodelledError
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Sym
@@ -74,6 +74,7 @@ class RunResult:
     instructions: int
     seconds: float
     trace: List[tuple] = field(default_factory=list)
+    fault: str = ""          # the run stopped at a store outside every tensor (the instruction named)
 
 
 def _bf16(x: np.ndarray) -> np.ndarray:
@@ -115,6 +116,9 @@ def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=
     """Allocate ``name`` for logical [batch, heads, rows, cols] ``dims`` with the layout's
     element strides; returns (base address, a strided numpy view in logical order)."""
     strides = [offset(lay, tensor, {d: 1}, shape) for d in ("batch", "head", "seq")][:len(dims) - 1] + [1]
+    if min(strides) < 0:
+        raise InputError(lay.origin or "<layouts>", f"layout {lay.name}: {tensor} has a negative stride {strides}: "
+                                                    f"not run (a GPU tensor view has none)")
     if len(dims) == 3 and "seq" in lay.mode("batch").get(tensor, {}):
         raise InputError(lay.origin or "<layouts>", f"layout {lay.name}: {tensor} rows are not contiguous")
     size = sum((n - 1) * st for n, st in zip(dims, strides)) + 1
@@ -142,17 +146,10 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     emulated semantics) and EmuError's message as NotEmulatedError."""
     if trace is not None and trace not in TENSORS:
         raise InputError("--trace", f"unknown buffer {trace!r} (one of {', '.join(TENSORS)})")
-    src = load_source(path, like)
-    (k,) = src.co.kernels[:1] or [None]
-    if k is None:
-        raise InputError(path, "no kernel in the file")
-    if choose_family(ms, k, src.co.arch) is None:
-        raise UnmodelledError(path, k.symbol)
-    if "swa" in k.symbol or "group" in k.symbol:
-        raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window and group-mode kernels are not run yet "
-                               f"(their reference needs the window and sequence starts: issue 37, a later step)")
+    src, k = _runnable_kernel(path, ms, like)
     mask = "bottom_right" if "causal_br" in k.symbol else "top_left" if "causal" in k.symbol else ""
     prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
+    _shape_given(path, prob, shape)
     env = shape_env(prob, shape)
     _in_domain(path, prob, env)
     consts = {n: e.value for n, e in prob.names.items() if isinstance(e, X.Const)}
@@ -166,20 +163,8 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     dims = {b: (B, env[h], env[r]) + ((env[c],) if c else ()) for b, (_, h, r, c) in TENSORS.items()}
     ins = {b: _bf16(rng.standard_normal(dims[b])) for b in ("q", "k", "v", "do")}
     scale = 1.0 / np.sqrt(env["hdim_q"])
-    lse, D, dq, dk, dv = reference(*(_f64(ins[b]) for b in ("q", "k", "v", "do")), scale, mask)
-    bases, views = {}, {}
-    for b in ("q", "k", "v", "do"):
-        bases[b], views[b] = _strided(mem, b, lay, TENSORS[b][0], env, dims[b], np.uint16, ins[b])
-    for b, val in (("lse", lse), ("d", D)):
-        bases[b], views[b] = _strided(mem, b, lay, "lse", env, dims[b], np.float32, val.astype(np.float32))
-    for b in ("dk", "dv"):
-        bases[b], views[b] = _strided(mem, b, lay, b, env, dims[b], np.uint16)
-    if direct_dq:
-        bases["dq"], views["dq"] = _strided(mem, "dq", lay, "dq", env, dims["dq"], np.uint16)
-    else:
-        views["dq"] = np.zeros(dims["dq"], dtype=np.float32)
-        bases["dq"] = mem.alloc("dq", views["dq"])
-        views["dq"] = mem.view("dq", np.float32).reshape(dims["dq"])
+    bases, views, (lse, D, dq, dk, dv) = _place(mem, lay, env, dims, ins, direct_dq, lambda *t: reference(
+        *t, scale, mask))
     ptrs = {n: 0 for n, e in prob.kernargs.items() if any(x.kind == "ptr" for x in X.symbols(e).values())}
     ptrs.update({buffer_pointer(ms, k, b): bases[b] for b in TENSORS})     # (sequence starts, mha_bwd.cu:641-659)
     args = kernel_arguments(prob, env, ptrs)
@@ -199,8 +184,11 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     la = Launch(k, src.co.arch, src.code[k.symbol], pack_kernarg(k, {n: v for n, v in args.items() if n in names}),
                 grid, (k.reqd_workgroup_size or (256, 1, 1))[0], on_access=on_access)
     t0 = time.time()
+    fault = ""
     try:
         run_grid(la, mem)
+    except StrayStore as e:                 # the kernel writes past every tensor: a wrong result
+        fault = str(e)
     except EmuError as e:
         raise NotEmulatedError(f"{path}: {e}")
     seconds = time.time() - t0
@@ -208,8 +196,49 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
            "dk": _f64(views["dk"]), "dv": _f64(views["dv"])}
     outs = {b: _judge(got[b], ref) for b, ref in (("dq", dq), ("dk", dk), ("dv", dv)) if b != "dq" or not dq_acc16}
     shown = {v: n for v, n in env.items() if not v.startswith("total_")}
-    return RunResult(all(o.ok for o in outs.values()), k.symbol, layout, shown, outs, la.instructions,
-                     round(seconds, 2), kept)
+    return RunResult(all(o.ok for o in outs.values()) and not fault, k.symbol, layout, shown, outs, la.instructions,
+                     round(seconds, 2), kept, fault)
+
+
+def _runnable_kernel(path, ms: ModelSet, like):
+    """(source, kernel) of a dQ/dK/dV kernel the emulator runs.  Raises InputError (no kernel),
+    UnmodelledError (no family), NotEmulatedError (a pipeline stage, sliding-window or group
+    mode)."""
+    src = load_source(path, like)
+    (k,) = src.co.kernels[:1] or [None]
+    if k is None:
+        raise InputError(path, "no kernel in the file")
+    if choose_family(ms, k, src.co.arch) is None:
+        raise UnmodelledError(path, k.symbol)
+    missing = [b for b in TENSORS if buffer_pointer(ms, k, b) is None]
+    if missing:
+        raise NotEmulatedError(f"{path}: kernel {k.symbol} has no pointer argument for {', '.join(missing)}: not a "
+                               f"dQ/dK/dV kernel (a pipeline stage such as odo or dq_shuffle runs with --stage, "
+                               f"not yet: issue 37)")
+    if "swa" in k.symbol or "group" in k.symbol:
+        raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window and group-mode kernels are not run yet "
+                               f"(their reference needs the window and sequence starts: issue 37, a later step)")
+    return src, k
+
+
+def _place(mem: Memory, lay, env, dims, ins, direct_dq: bool, ref):
+    """(bases, strided views, the reference's outputs): the inputs written through the layout's
+    strides, the reference ``ref(q, k, v, do)`` computed from what memory then holds (a view
+    whose heads share storage holds one of them), LSE and D from it, the outputs zeroed."""
+    bases, views = {}, {}
+    for b in ("q", "k", "v", "do"):
+        bases[b], views[b] = _strided(mem, b, lay, TENSORS[b][0], env, dims[b], np.uint16, ins[b])
+    out = ref(*(_f64(np.array(views[b])) for b in ("q", "k", "v", "do")))
+    for b, val in (("lse", out[0]), ("d", out[1])):
+        bases[b], views[b] = _strided(mem, b, lay, "lse", env, dims[b], np.float32, val.astype(np.float32))
+    for b in ("dk", "dv"):
+        bases[b], views[b] = _strided(mem, b, lay, b, env, dims[b], np.uint16)
+    if direct_dq:
+        bases["dq"], views["dq"] = _strided(mem, "dq", lay, "dq", env, dims["dq"], np.uint16)
+    else:
+        bases["dq"] = mem.alloc("dq", np.zeros(dims["dq"], dtype=np.float32))
+        views["dq"] = mem.view("dq", np.float32).reshape(dims["dq"])
+    return bases, views, out
 
 
 def mem_owner(mem: Memory, addr: int) -> Optional[str]:
@@ -226,6 +255,22 @@ of bf16); larger shapes are refused, not attempted (memory and hours of emulatio
 MAX_WORKGROUPS = 4096
 
 
+def _shape_given(path, prob, shape) -> None:
+    """The shape names the run needs, and none it contradicts: nhead_q and seqlen_q always,
+    hdim_q and hdim_v unless the family fixes them; a fixed size given otherwise, or a
+    group-mode total in batch mode, is bad input.  Raises InputError."""
+    need = ["nhead_q", "seqlen_q"] + [h for h in ("hdim_q", "hdim_v") if h not in prob.fixed]
+    lacking = [n for n in need if n not in shape]
+    if lacking:
+        raise InputError("--shape", f"give {', '.join(lacking)} (family {prob.family} does not fix "
+                                    f"{'it' if len(lacking) == 1 else 'them'})")
+    for n, v in shape.items():
+        if n in prob.fixed and prob.fixed[n] != v:
+            raise InputError("--shape", f"{n}={v}, but family {prob.family} fixes {n} = {prob.fixed[n]}")
+        if n.startswith("total_"):
+            raise InputError("--shape", f"{n} is a group-mode size; this run is batch mode")
+
+
 def _small_enough(path, prob, env) -> None:
     """Refuse a shape the emulator cannot hold or finish.  Raises NotEmulatedError."""
     rows = max(env["seqlen_q"], env["seqlen_k"]) * max(env["hdim_q"], env["hdim_v"])
@@ -233,7 +278,8 @@ def _small_enough(path, prob, env) -> None:
     grid = 1
     for ax in "xyz":
         grid *= int(X.evaluate(prob.grid_count[prob.grid[ax].name], env))
-    if elems > MAX_ELEMENTS or grid > MAX_WORKGROUPS:
+    scores = env["batch"] * env["nhead_q"] * env["seqlen_q"] * env["seqlen_k"]    # the reference's P, dP, dS
+    if elems > MAX_ELEMENTS or grid > MAX_WORKGROUPS or scores > MAX_ELEMENTS:
         raise NotEmulatedError(f"{path}: shape too large to emulate ({elems} elements per tensor, {grid} workgroups; "
                                f"at most {MAX_ELEMENTS} and {MAX_WORKGROUPS})")
 

@@ -18,7 +18,7 @@ from typing import Dict, List, Tuple
 
 import numpy as np
 
-from addrsim.emu.wave import LANES, U64, EmuError
+from addrsim.emu.wave import LANES, U64, EmuError, StrayStore
 
 ALIGN = 1 << 21          # allocations 2 MiB apart, as a GPU allocator would place them
 FIRST = 1 << 40
@@ -62,6 +62,11 @@ class Memory:
                 self._last = n
         return out, np.nonzero(left)[0]
 
+    def _near(self, addr: int) -> str:
+        """", past the end of allocation NAME by N bytes" for the allocation just below ``addr``."""
+        below = [(addr - b - len(raw), n) for n, (b, raw) in self.blocks.items() if b + len(raw) <= addr]
+        return f", {min(below)[0]} bytes past the end of {min(below)[1]}" if below else ""
+
     def load(self, addr: np.ndarray, size: int, lanes: np.ndarray) -> np.ndarray:
         """The ``size`` bytes at each enabled lane's address as uint8 [64, size] (zeros for
         the other lanes).  A lane whose bytes lie in no allocation reads 0 and is counted in
@@ -84,7 +89,8 @@ class Memory:
             parts, stray = self._split(addr[sel], size)
             if len(stray):
                 a = int(addr[sel[stray[0]]])
-                raise EmuError(f"store of {size} bytes at {a:#x} (lane {int(sel[stray[0]])}) outside every allocation")
+                raise StrayStore(f"store of {size} bytes at {a:#x} (lane {int(sel[stray[0]])}) outside every allocation"
+                                 f"{self._near(a)}")
             for raw, idx, off in parts:
                 for i, o in zip(idx, off):          # lanes in order: a later lane's bytes win
                     raw[o:o + size] = data[sel[i]]

@@ -66,6 +66,17 @@ def run_workgroup(launch: Launch, mem: Memory, kernarg_ptr: int, ids: Tuple[int,
     waves = [initial_wave(launch, kernarg_ptr, ids, k) for k in range(-(-launch.workgroup_size // LANES))]
     for w in waves[1:]:
         w.lds = waves[0].lds            # one LDS per workgroup
+    try:
+        _run_waves(launch, mem, waves, ids)
+    finally:
+        launch.instructions += sum(w.executed for w in waves)
+    if launch.keep_waves:
+        launch.waves[ids] = waves
+
+
+def _run_waves(launch: Launch, mem: Memory, waves: List[Wave], ids) -> None:
+    """The waves in turn, each until its end or the barrier; a barrier releases when every
+    live wave has reached it.  Raises EmuError naming the instruction and the wave."""
     count = 0
     while not all(w.done for w in waves):
         for w in waves:
@@ -73,17 +84,18 @@ def run_workgroup(launch: Launch, mem: Memory, kernarg_ptr: int, ids: Tuple[int,
                 ins = launch._by_pc.get(w.pc)
                 if ins is None:
                     raise EmuError(f"wave {w.index} of workgroup {ids}: pc {w.pc:#x} is not an instruction of the kernel")
-                acc = step(w, ins, mem)
+                try:
+                    acc = step(w, ins, mem)
+                except EmuError as e:      # name the instruction and the wave
+                    raise type(e)(f"{ins.text} at {ins.addr:#x}, wave {w.index} of workgroup {ids}: {e}") from None
                 count += 1
+                w.executed += 1
                 if acc is not None and launch.on_access is not None:
                     launch.on_access(ids, w.index, acc)
                 if count > MAX_INSTRUCTIONS:
                     raise EmuError(f"workgroup {ids} ran more than {MAX_INSTRUCTIONS} instructions")
         for w in waves:            # every live wave is at the barrier (or all ended): release it
             w.at_barrier = False
-    launch.instructions += count
-    if launch.keep_waves:
-        launch.waves[ids] = waves
 
 
 def run_grid(launch: Launch, mem: Memory) -> int:

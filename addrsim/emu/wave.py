@@ -26,6 +26,11 @@ class EmuError(Exception):
     read, memory outside every allocation): the message names the instruction."""
 
 
+class StrayStore(EmuError):
+    """A store whose bytes lie in no allocation: the kernel writes past a tensor (a finding
+    about the kernel, not a limit of the emulator)."""
+
+
 @dataclass
 class Wave:
     """Registers of one wave: ``s`` (128 uint32: s0-s105, VCC, M0, EXEC at their encoding
@@ -40,6 +45,7 @@ class Wave:
     pc: int = 0
     done: bool = False
     at_barrier: bool = False
+    executed: int = 0        # instructions this wave has run
     lds: np.ndarray = field(default_factory=lambda: np.zeros(LDS_BYTES, dtype=np.uint8))   # the workgroup's, shared
 
     # ------------------------------------------------------------------ masks
