@@ -262,3 +262,35 @@ def test_run_names_shape_errors_and_reports_stray_stores(real_kernel, capsys):
                  "--layout", "bshd_qkv_packed"]) == 1
     out = capsys.readouterr().out
     assert "the kernel stopped: global_atomic_pk_add_bf16" in out and "past the end of dq" in out
+
+
+def test_atomic_adds_on_shared_and_distinct_words():
+    """global_atomic_add_f32 without return: lanes adding to one word add in lane order (every
+    add lands), lanes on distinct words in one read-modify-write; EXEC-disabled lanes add
+    nothing."""
+    text = """
+        global_atomic_add_f32 v1, v2, s[0:1]     // 000000000000: 00000000
+    """
+    m = Memory()
+    base = m.alloc("acc", np.zeros(64, dtype=np.float32))
+    w = Wave()
+    w.s[0], w.s[1] = base & 0xFFFFFFFF, base >> 32
+    w.v[1] = (np.arange(64, dtype=np.uint32) % 8) * 4          # 8 lanes per word, words 0..7
+    w.v[2] = np.full(64, 1.5, dtype=np.float32).view(np.uint32)
+    w.set_mask(EXEC_LO, to_mask(np.arange(64) < 60))
+    (ins,) = list(parse_listing(_wrap(text)).values())[0]
+    step(w, ins, m)
+    acc = m.view("acc", np.float32)
+    assert acc[:8].tolist() == [1.5 * n for n in (8, 8, 8, 8, 7, 7, 7, 7)] and not acc[8:].any()
+    w.v[1] = np.arange(64, dtype=np.uint32) * 4                 # distinct words
+    w.set_mask(EXEC_LO, (1 << 64) - 1)
+    step(w, ins, m)
+    assert acc[63] == 1.5 and acc[0] == 1.5 * 9
+
+
+def test_a_load_straddling_an_allocation_end_reads_zero_past_it():
+    m = Memory()
+    base = m.alloc("t", np.arange(16, dtype=np.uint32))
+    addr = np.uint64(base) + np.arange(64, dtype=np.uint64) * np.uint64(4)
+    got = m.load(addr, 4, np.ones(64, dtype=bool)).view(np.uint32)[:, 0]
+    assert got[:16].tolist() == list(range(16)) and not got[16:].any() and m.stray_loads == 48
