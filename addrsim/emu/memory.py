@@ -1,24 +1,28 @@
 """Device memory for the emulator: named allocations at fixed bases, read and written by
 byte address, and the buffer resource (V#) of MUBUF instructions.
 
-Owns :class:`Memory`, :class:`Buffer` and :func:`vsharp`.  May import addrsim.emu.wave only
-(numpy aside).  Facts: MI300 ISA guide (CDNA3) chapter 9 "Buffer instructions": V# dwords
+Owns :class:`Memory`, :class:`Buffer` and :func:`vsharp`.  May import addrsim.ir,
+addrsim.backends, addrsim.isa and addrsim.emu.wave.  Facts: MI300 ISA guide (CDNA3) chapter 9 "Buffer instructions": V# dwords
 0-1 hold base[47:0] and stride[61:48] (dword1 bits 29:16), dword2 num_records, dword1 bit 31
 swizzle_enable, dword3 bit 23 add_tid_enable; the address is ``base + soffset + inst_offset
 + (offen ? voffset : 0) + (idxen ? vindex * stride : 0)``; the range check (raw buffer, stride
 0: ``voffset + inst_offset + size <= num_records``; structured: ``vindex < num_records``)
-drops an out-of-range store and returns 0 for an out-of-range load.  The same facts as
-:func:`addrsim.isa.memory.buffer_in_range`, which the prover uses.  An access outside every
+drops an out-of-range store and returns 0 for an out-of-range load.  Both the V# fields and
+the range check are the prover's own rows (:mod:`addrsim.isa.memory`), evaluated here.  An access outside every
 allocation reads 0 and is counted (``Memory.stray_loads``); a store there raises EmuError.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Dict, List, Tuple
 
 import numpy as np
 
+from addrsim.backends.vector import vec
 from addrsim.emu.wave import LANES, U64, EmuError, StrayStore
+from addrsim.ir.expr import Const, Sym
+from addrsim.isa.memory import buffer_in_range, vsharp_fields
 
 ALIGN = 1 << 21          # allocations 2 MiB apart, as a GPU allocator would place them
 FIRST = 1 << 40
@@ -109,9 +113,17 @@ class Buffer:
 
 
 def vsharp(words: List[int]) -> Buffer:
-    """The V# of four SGPR dwords."""
-    w0, w1, w2, w3 = words
-    return Buffer(w0 | (w1 & 0xFFFF) << 32, w1 >> 16 & 0x3FFF, w2, bool(w1 >> 31 & 1), bool(w3 >> 23 & 1))
+    """The V# of four SGPR dwords, read with the prover's field positions
+    (:func:`addrsim.isa.memory.vsharp_fields`)."""
+    base, stride, swz, tid = (f.value for f in vsharp_fields([Const(w, 32) for w in words]))
+    return Buffer(base, stride, words[2], bool(swz), bool(tid))
+
+
+@lru_cache(maxsize=None)
+def _range_check(ioff: int, size: int):
+    """The prover's MUBUF range check (:func:`addrsim.isa.memory.buffer_in_range`) over symbols,
+    for one instruction offset and access size."""
+    return buffer_in_range(Sym("index", 32), Sym("voff", 32), ioff, Sym("stride", 14), Sym("records", 32), size)
 
 
 def buffer_addresses(buf: Buffer, vindex: np.ndarray, voffset: np.ndarray, soffset: int, ioff: int,
@@ -120,8 +132,6 @@ def buffer_addresses(buf: Buffer, vindex: np.ndarray, voffset: np.ndarray, soffs
     if buf.swizzle or buf.add_tid:
         raise EmuError("swizzled or add_tid buffer addressing is not emulated yet")
     addr = (U64(buf.base) + U64(soffset) + U64(ioff) + voffset + vindex * U64(buf.stride)) & U64((1 << 64) - 1)
-    if buf.stride == 0:
-        ok = voffset + U64(ioff) + U64(size) <= U64(buf.num_records)
-    else:
-        ok = vindex < U64(buf.num_records)
+    env = {"index": vindex, "voff": voffset, "stride": U64(buf.stride), "records": U64(buf.num_records)}
+    ok = np.broadcast_to(np.asarray(vec(_range_check(ioff, size), env, {}, [0])), (len(vindex),)).astype(bool)
     return addr, ok
