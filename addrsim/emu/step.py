@@ -29,7 +29,7 @@ from addrsim.isa.control import CONDITIONS
 from addrsim.isa.datapath import FLOAT, MFMA, dpp_source, pk_add_bf16
 from addrsim.isa.memory import global_offset
 from addrsim.isa.operands import VCC_LO, parse_register
-from addrsim.isa.table import Row, lookup, normalize
+from addrsim.isa.table import Row, lookup, normalize, split_operands
 from addrsim.loader.disasm import Instr
 
 _MODIFIERS = ("clamp", "omod", "mul:", "div:", "op_sel", "row_s", "row_r", "row_b", "row_h", "wave_", "sdwa")
@@ -76,15 +76,10 @@ def alu_template(mnemonic: str):
 def _operands(ins: Instr, sem, reads_dst: bool = False) -> Tuple[List[str], List[str]]:
     if any(m.startswith(_MODIFIERS) for m in ins.modifiers):
         raise EmuError(f"{ins.mnemonic} with output modifiers is not emulated yet ({ins.text})")
-    outs = [t for t in sem.outs if t != "scc"]
-    ins_n = len([t for t in sem.ins if t != "scc"])
-    ops = list(ins.operands)
-    if len(ops) != len(outs) + ins_n:
-        if reads_dst and len(ops) == 2:
-            ops = [ops[0], ops[0], ops[1]]
-        else:
-            raise EmuError(f"{ins.text}: {len(ops)} operands, the row expects {len(outs) + ins_n}")
-    return ops[:len(outs)], ops[len(outs):]
+    split = split_operands(ins.operands, sem, reads_dst)
+    if split is None:
+        raise EmuError(f"{ins.text}: {len(ins.operands)} operands, not what the row {ins.mnemonic} expects")
+    return split
 
 
 def _salu(w: Wave, ins: Instr, row: Row) -> None:

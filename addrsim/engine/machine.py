@@ -28,7 +28,7 @@ from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.backends.z3_bv import offset_from
 from addrsim.isa.memory import buffer_in_range, global_offset, vsharp_fields
 from addrsim.isa.operands import EXEC_LO, M0, VCC_LO, constant, parse_register  # noqa: F401  (EXEC_LO, M0: re-exported)
-from addrsim.isa.table import Row, effects, lookup
+from addrsim.isa.table import Row, effects, lookup, split_operands
 
 WAVE = 64
 
@@ -311,17 +311,11 @@ class Machine:
             raise Unsupported(f"{ins.mnemonic} with source/output modifiers ({ins.text})")
         outs = [t for t in s.outs if t != "scc"]
         ins_tokens = list(s.ins)
-        explicit_in = [t for t in ins_tokens if t != "scc"]
-        # VOPC in e32 form and carry forms print vcc explicitly; SOPK s_cmpk has "sX, imm"
-        if len(ops) != len(outs) + len(explicit_in):
-            # s_cselect/s_cmov read the old destination implicitly only for s_cmov
-            # s_cmov_b32 and the SOPK accumulate forms (s_addk_i32, s_mulk_i32: "sdst, simm16")
-            # read their destination as the first source (MI300 ISA guide section 4.3 SOPK)
-            if row.reads_dst and len(ops) == 2:
-                ops = [ops[0], ops[0], ops[1]]
-            else:
-                raise Unsupported(f"{ins.mnemonic}: {len(ops)} operands, expected {len(outs) + len(explicit_in)}")
-        out_ops, in_ops = ops[:len(outs)], ops[len(outs):]
+        split = split_operands(ops, s, row.reads_dst)     # VOPC e32 and carry forms print vcc explicitly
+        if split is None:
+            raise Unsupported(f"{ins.mnemonic}: {len(ops)} operands, expected "
+                              f"{len(outs) + len([t for t in ins_tokens if t != 'scc'])}")
+        out_ops, in_ops = split
         if row.kind == "salu":
             vals, k = [], 0
             for t in ins_tokens:

@@ -173,3 +173,18 @@ def effects(row: Row, has_modifier: Callable[[str], bool] = lambda name: False) 
     else:
         n = 1
     return Effects(n, row.writes_scc, row.writes_vcc, row.writes_exec)
+
+
+def split_operands(ops, sem, reads_dst: bool = False):
+    """(destination operands, source operands) of an ALU instruction's printed ``ops`` for its
+    row ``sem`` (SCC is implicit, never printed), or None when the count does not match.  The
+    SOPK accumulate forms and s_cmov_b32 (``reads_dst``: "sdst, simm16") read their destination
+    as the first source (MI300 ISA guide section 4.3 SOPK)."""
+    outs = [t for t in sem.outs if t != "scc"]
+    n_in = len([t for t in sem.ins if t != "scc"])
+    ops = list(ops)
+    if len(ops) != len(outs) + n_in:
+        if not (reads_dst and len(ops) == 2):
+            return None
+        ops = [ops[0], ops[0], ops[1]]
+    return ops[:len(outs)], ops[len(outs):]
