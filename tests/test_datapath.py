@@ -120,3 +120,91 @@ def test_mfma_numerics_against_mmasim():
     scale = np.abs(Ab) @ np.abs(Bb) + np.abs(Cf)
     assert np.all(np.abs(got.astype(np.float64) - ref) <= 2.0 ** -22 * scale)
     assert np.mean(got == ref) > 0.6
+
+
+def test_permlane16_swap_exchanges_odd_rows_of_vdst_with_even_rows_of_src():
+    """V_PERMLANE16_SWAP_B32 (gfx950): vdst lanes 16..31 <-> src lanes 0..15 and vdst lanes
+    48..63 <-> src lanes 32..47; the other rows keep their values."""
+    d, s = np.arange(64, dtype=np.uint32), np.arange(100, 164, dtype=np.uint32)
+    nd, ns = dp.permlane16_swap(d, s)
+    assert nd[:16].tolist() == list(range(16)) and nd[32:48].tolist() == list(range(32, 48))
+    assert nd[16:32].tolist() == list(range(100, 116)) and nd[48:].tolist() == list(range(132, 148))
+    assert ns[:16].tolist() == list(range(16, 32)) and ns[32:48].tolist() == list(range(48, 64))
+    assert ns[16:32].tolist() == list(range(116, 132)) and ns[48:].tolist() == list(range(148, 164))
+
+
+def test_read_tr_b16_turns_a_mn_contiguous_tile_into_k_contiguous_lanes():
+    """DS_READ_B64_TR_B16: a 16x4 (MN x K) tile in each block of 16 lanes, lane j reading MN
+    4*(j%4)..+3 at K j//4; afterwards lane i holds MN i, K 0..3 (the instruction's purpose: an
+    MFMA operand from an MN-contiguous LDS tile)."""
+    tile = np.arange(4 * 64, dtype=np.uint16).reshape(4, 64)         # tile[k][block*16 + mn]
+    lane = np.arange(64)
+    raw = np.stack([tile[(lane % 16) // 4, 16 * (lane // 16) + 4 * (lane % 4) + e] for e in range(4)], axis=1)
+    out = dp.read_tr_b16(raw)
+    for i in range(64):
+        assert out[i].tolist() == [tile[k, i] for k in range(4)]
+
+
+def _regs32(M: np.ndarray, per: int, decode_round) -> np.ndarray:
+    """Registers [per/2, 64] of a 32-row operand: row (or column) l % 32 in lane l, K
+    elements per*(l//32) .. + per - 1."""
+    regs = np.zeros((per // 2, 64), dtype=np.uint32)
+    h = decode_round(M.astype(np.float32))
+    for lane in range(64):
+        for e in range(per):
+            regs[e // 2, lane] |= int(h[lane % 32, per * (lane // 32) + e]) << (16 * (e % 2))
+    return regs
+
+
+@pytest.mark.parametrize("mn", ["v_mfma_f32_32x32x16_bf16", "v_mfma_f32_32x32x16_f16"])
+def test_mfma_32x32_layout_from_the_calculator(mn):
+    """32x32x16 (gfx950): D[i][j] in lane j + 32*((i//4) % 2), register 4*(i//8) + i%4 (the
+    matrix calculator's 32x32 output layout, as for CDNA3's 32x32x8); A[i][k] in lane
+    i + 32*(k//8), element k%8."""
+    rnd = dp.bf16_round if "bf16" in mn else dp.f16_round
+    for i, j, c in ((0, 0, 0), (13, 7, 9), (31, 30, 15), (6, 17, 4)):
+        A = np.zeros((32, 16)); A[i, c] = 3.0
+        B = np.zeros((16, 32)); B[c, j] = 0.5
+        D = dp.MFMA[mn][3](_regs32(A, 8, rnd), _regs32(B.T, 8, rnd), np.zeros((16, 64), np.uint32)).view(np.float32)
+        lane, reg = j + 32 * ((i // 4) % 2), 4 * (i // 8) + i % 4
+        assert D[reg, lane] == 1.5 and np.count_nonzero(D) == 1
+    C = np.arange(16 * 64, dtype=np.float32).reshape(16, 64)        # C passes through where A*B = 0
+    zero = np.zeros((4, 64), np.uint32)
+    assert np.array_equal(dp.MFMA[mn][3](zero, zero, C.view(np.uint32)).view(np.float32), C)
+
+
+def test_f16_mfma_numerics_against_mmasim():
+    torch = pytest.importorskip("torch")
+    sim = pytest.importorskip("mmasim.amd.sim")
+    A = RNG.standard_normal((16, 16)); B = RNG.standard_normal((16, 16))
+    Ah = dp.f16_to_f32(dp.f16_round(A.astype(np.float32))).astype(np.float64)
+    Bh = dp.f16_to_f32(dp.f16_round(B.astype(np.float32))).astype(np.float64)
+    regs = lambda M: np.stack([np.array([int(dp.f16_round(np.float32(M[l % 16, 4 * (l // 16) + 2 * r]))) |  # noqa: E731
+                                          int(dp.f16_round(np.float32(M[l % 16, 4 * (l // 16) + 2 * r + 1]))) << 16
+                                          for l in range(64)], dtype=np.uint32) for r in range(2)])
+    D = dp.MFMA["v_mfma_f32_16x16x16_f16"][3](regs(Ah), regs(Bh.T), np.zeros((4, 64), np.uint32))
+    lane = np.arange(64)
+    got = np.zeros((16, 16), dtype=np.float32)
+    for r in range(4):
+        got[4 * (lane // 16) + r, lane % 16] = D[r].view(np.float32)
+    ref = sim.MFMA("CDNA3", "f32_16x16x16_f16")(torch.tensor(Ah, dtype=torch.float16), torch.tensor(Bh, dtype=torch.float16),
+                                                torch.zeros(16, 16)).numpy()
+    assert np.all(np.abs(got.astype(np.float64) - ref) <= 2.0 ** -22 * (np.abs(Ah) @ np.abs(Bh)))
+
+
+def test_f16_conversions_and_packed_add():
+    """V_CVT_PK_F16_F32 rounds to nearest even, V_CVT_PKRTZ_F16_F32 toward zero (65536 -> 65504,
+    not infinity); V_CVT_F32_F16/BF16 read the low half; BUFFER_ATOMIC_PK_ADD_F16 rounds each
+    half; V_CMP_EQ_F32 is false for NaN."""
+    v = lambda *x: np.array(x, dtype=np.float32).view(np.uint32).astype(np.uint64)  # noqa: E731
+    x = np.float32(1 + 0.7 * 2.0 ** -10)                          # 0.7 of a binary16 ULP past 1
+    pk = int(dp.FLOAT["v_cvt_pk_f16_f32"].fn(v(x), v(-2.0))[0][0])
+    rtz = int(dp.FLOAT["v_cvt_pkrtz_f16_f32"].fn(v(x), v(65536.0))[0][0])
+    assert pk & 0xFFFF == 0x3C01 and pk >> 16 == 0xC000          # nearest: up to 1 + 2**-10
+    assert rtz & 0xFFFF == 0x3C00 and rtz >> 16 == 0x7BFF        # toward zero: 1.0 and 65504
+    assert dp.FLOAT["v_cvt_f32_f16"].fn(np.array([0xABCD3C00], dtype=np.uint64))[0].astype(np.uint32).view(np.float32)[0] == 1.0
+    assert dp.FLOAT["v_cvt_f32_bf16"].fn(np.array([0x12343F80], dtype=np.uint64))[0].astype(np.uint32).view(np.float32)[0] == 1.0
+    r = int(dp.pk_add_f16(np.array([0x3C00_3C00], np.uint32), np.array([0x1000_4000], np.uint32))[0])
+    assert r & 0xFFFF == 0x4200 and r >> 16 == 0x3C00            # 1 + 2 = 3; 1 + 2**-11 ties to even: 1
+    eq = dp.FLOAT["v_cmp_eq_f32"].fn(v(1.0, np.nan, 0.0), v(1.0, np.nan, -0.0))[0]
+    assert eq.tolist() == [True, False, True]

@@ -17,6 +17,7 @@ is a cast).  dK and dV are compared per query head (expanded, before the host's 
 """
 from __future__ import annotations
 
+import re
 import struct
 import time
 from dataclasses import dataclass, field
@@ -30,7 +31,7 @@ from addrsim.emu.wave import EmuError, StrayStore
 from addrsim.errors import InputError, NotEmulatedError, UnmodelledError
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Sym
-from addrsim.isa.datapath import bf16_round, bf16_to_f32
+from addrsim.isa.datapath import bf16_round, bf16_to_f32, f16_round, f16_to_f32
 from addrsim.loader.listing import load_source
 from addrsim.model.layout import offset
 from addrsim.model.models import ModelSet, build_problem, buffer_pointer, choose_family, layout_of
@@ -77,12 +78,25 @@ class RunResult:
     fault: str = ""          # the run stopped at a store outside every tensor (the instruction named)
 
 
-def _bf16(x: np.ndarray) -> np.ndarray:
-    return bf16_round(x.astype(np.float32)).astype(np.uint16)
+def _encode(x: np.ndarray, dtype: str) -> np.ndarray:
+    """float values as 16-bit patterns of ``dtype`` ("bf16" or "fp16"), round to nearest even."""
+    f = x.astype(np.float32)
+    return (bf16_round(f) if dtype == "bf16" else f16_round(f)).astype(np.uint16)
 
 
-def _f64(h: np.ndarray) -> np.ndarray:
-    return bf16_to_f32(h.astype(np.uint32)).astype(np.float64)
+def _f64(h: np.ndarray, dtype: str = "bf16") -> np.ndarray:
+    h = np.asarray(h).astype(np.uint32)
+    return (bf16_to_f32(h) if dtype == "bf16" else f16_to_f32(h)).astype(np.float64)
+
+
+def element_type(symbol: str) -> str:
+    """"bf16" or "fp16": the inputs' element type, from the kernel's name (aiter names each
+    fmha_v3_bwd kernel ``..._hd<D>_<bf16|fp16>_...``, hsa/*/fmha_v3_bwd/*.co and the csv
+    routing tables).  Raises NotEmulatedError for a name with neither."""
+    m = re.search(r"_(bf16|fp16)_", symbol)
+    if m is None:
+        raise NotEmulatedError(f"kernel {symbol}: no element type (bf16 or fp16) in its name")
+    return m.group(1)
 
 
 def reference(q, k, v, do, scale: float, mask: str = ""):
@@ -161,10 +175,11 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     mem = Memory()
     B, S_q, S_k = env["batch"], env["seqlen_q"], env["seqlen_k"]
     dims = {b: (B, env[h], env[r]) + ((env[c],) if c else ()) for b, (_, h, r, c) in TENSORS.items()}
-    ins = {b: _bf16(rng.standard_normal(dims[b])) for b in ("q", "k", "v", "do")}
+    dtype = element_type(k.symbol)
+    ins = {b: _encode(rng.standard_normal(dims[b]), dtype) for b in ("q", "k", "v", "do")}
     scale = 1.0 / np.sqrt(env["hdim_q"])
     bases, views, (lse, D, dq, dk, dv) = _place(mem, lay, env, dims, ins, direct_dq, lambda *t: reference(
-        *t, scale, mask))
+        *t, scale, mask), dtype)
     ptrs = {n: 0 for n, e in prob.kernargs.items() if any(x.kind == "ptr" for x in X.symbols(e).values())}
     ptrs.update({buffer_pointer(ms, k, b): bases[b] for b in TENSORS})     # (sequence starts, mha_bwd.cu:641-659)
     args = kernel_arguments(prob, env, ptrs)
@@ -192,8 +207,8 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     except EmuError as e:
         raise NotEmulatedError(f"{path}: {e}")
     seconds = time.time() - t0
-    got = {"dq": _f64(views["dq"]) if direct_dq else views["dq"].astype(np.float64),
-           "dk": _f64(views["dk"]), "dv": _f64(views["dv"])}
+    got = {"dq": _f64(views["dq"], dtype) if direct_dq else views["dq"].astype(np.float64),
+           "dk": _f64(views["dk"], dtype), "dv": _f64(views["dv"], dtype)}
     outs = {b: _judge(got[b], ref) for b, ref in (("dq", dq), ("dk", dk), ("dv", dv)) if b != "dq" or not dq_acc16}
     shown = {v: n for v, n in env.items() if not v.startswith("total_")}
     return RunResult(all(o.ok for o in outs.values()) and not fault, k.symbol, layout, shown, outs, la.instructions,
@@ -221,14 +236,14 @@ def _runnable_kernel(path, ms: ModelSet, like):
     return src, k
 
 
-def _place(mem: Memory, lay, env, dims, ins, direct_dq: bool, ref):
+def _place(mem: Memory, lay, env, dims, ins, direct_dq: bool, ref, dtype: str = "bf16"):
     """(bases, strided views, the reference's outputs): the inputs written through the layout's
     strides, the reference ``ref(q, k, v, do)`` computed from what memory then holds (a view
     whose heads share storage holds one of them), LSE and D from it, the outputs zeroed."""
     bases, views = {}, {}
     for b in ("q", "k", "v", "do"):
         bases[b], views[b] = _strided(mem, b, lay, TENSORS[b][0], env, dims[b], np.uint16, ins[b])
-    out = ref(*(_f64(np.array(views[b])) for b in ("q", "k", "v", "do")))
+    out = ref(*(_f64(np.array(views[b]), dtype) for b in ("q", "k", "v", "do")))
     for b, val in (("lse", out[0]), ("d", out[1])):
         bases[b], views[b] = _strided(mem, b, lay, "lse", env, dims[b], np.float32, val.astype(np.float32))
     for b in ("dk", "dv"):

@@ -18,7 +18,7 @@ import numpy as np
 
 from addrsim.emu.memory import Memory
 from addrsim.emu.step import Access, step
-from addrsim.emu.wave import LANES, EmuError, Wave, to_mask
+from addrsim.emu.wave import LANES, EmuError, Wave, lds_bytes, to_mask
 from addrsim.isa.operands import EXEC_LO
 from addrsim.loader.codeobj import Kernel
 from addrsim.loader.disasm import Instr
@@ -64,8 +64,9 @@ def run_workgroup(launch: Launch, mem: Memory, kernarg_ptr: int, ids: Tuple[int,
     if not launch._by_pc:
         launch._by_pc.update({i.addr: i for i in launch.code})
     waves = [initial_wave(launch, kernarg_ptr, ids, k) for k in range(-(-launch.workgroup_size // LANES))]
-    for w in waves[1:]:
-        w.lds = waves[0].lds            # one LDS per workgroup
+    lds = np.zeros(lds_bytes(launch.arch), dtype=np.uint8)
+    for w in waves:
+        w.lds = lds                     # one LDS per workgroup, its size the architecture's
     try:
         _run_waves(launch, mem, waves, ids)
     finally:

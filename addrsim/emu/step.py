@@ -26,7 +26,7 @@ from addrsim.emu.memory import Memory, buffer_addresses, vsharp
 from addrsim.emu.wave import LANES, U64, EmuError, Wave, bits, to_mask
 from addrsim.ir.expr import Const, Sym, symbols
 from addrsim.isa.control import CONDITIONS
-from addrsim.isa.datapath import FLOAT, MFMA, dpp_source, pk_add_bf16
+from addrsim.isa.datapath import FLOAT, MFMA, dpp_source, permlane16_swap, pk_add_bf16, pk_add_f16, read_tr_b16
 from addrsim.isa.memory import global_offset
 from addrsim.isa.operands import VCC_LO, parse_register
 from addrsim.isa.table import Row, lookup, normalize, split_operands
@@ -232,7 +232,8 @@ def _f32_add(old: np.ndarray, add: np.ndarray) -> np.ndarray:
 
 
 _ATOMIC_ADD = {"buffer_atomic_add_f32": _f32_add, "global_atomic_add_f32": _f32_add,
-               "buffer_atomic_pk_add_bf16": pk_add_bf16, "global_atomic_pk_add_bf16": pk_add_bf16}
+               "buffer_atomic_pk_add_bf16": pk_add_bf16, "global_atomic_pk_add_bf16": pk_add_bf16,
+               "buffer_atomic_pk_add_f16": pk_add_f16, "global_atomic_pk_add_f16": pk_add_f16}
 """Atomic adds without return (glc off): each lane's dword combined with memory, lanes in
 order (MI300 ISA guide 9.1.10 "Atomics"; the fp32 add rounds to nearest even, the packed bf16
 add rounds each half)."""
@@ -341,6 +342,35 @@ def _ds_read(w: Wave, ins: Instr) -> None:
         w.v[first + k][lanes] = words[lanes, k]
 
 
+def _ds_read_tr(w: Wave, ins: Instr) -> None:
+    """ds_read_b64_tr_b16 vdst[2], vaddr offset:N (gfx950): each lane's 8 bytes read as for
+    ds_read_b64 (past the LDS: 0), then exchanged within blocks of 16 lanes
+    (:func:`addrsim.isa.datapath.read_tr_b16`).  Every lane of a block takes part in the
+    exchange; a lane EXEC disables neither reads nor is written."""
+    if normalize(ins.mnemonic) != "ds_read_b64_tr_b16":
+        raise EmuError(f"no emulated semantics for {ins.mnemonic} ({ins.text} at {ins.addr:#x})")
+    addr = _lds_address(w, ins, ins.operands[1])
+    lanes = w.active()
+    ok = lanes & (addr + 8 <= len(w.lds))
+    data = np.zeros((LANES, 8), dtype=np.uint8)
+    data[ok] = w.lds[addr[ok, None] + np.arange(8)]
+    words = read_tr_b16(data.view(np.uint16)).copy().view(np.uint32)
+    first = w.vgpr_index(ins.operands[0])
+    for k in range(2):
+        w.v[first + k][lanes] = words[lanes, k]
+
+
+def _permlane_swap(w: Wave, ins: Instr) -> None:
+    """v_permlane16_swap_b32 vdst, vsrc (gfx950): both registers written
+    (:func:`addrsim.isa.datapath.permlane16_swap`); EXEC must be full (the kernels run it so)."""
+    if normalize(ins.mnemonic) != "v_permlane16_swap_b32" or ins.modifiers:
+        raise EmuError(f"no emulated semantics for {ins.text}")
+    if w.exec != (1 << LANES) - 1:
+        raise EmuError(f"{ins.text} at {ins.addr:#x} with lanes disabled (EXEC {w.exec:#x}) is not emulated")
+    d, s = w.vgpr_index(ins.operands[0]), w.vgpr_index(ins.operands[1])
+    w.v[d], w.v[s] = permlane16_swap(w.v[d], w.v[s])
+
+
 def _ds_write(w: Wave, ins: Instr) -> None:
     """ds_write_bN vaddr, vdata offset:N, lanes in order; writes past the LDS are dropped."""
     size = _lds_bytes(ins)
@@ -353,9 +383,10 @@ def _ds_write(w: Wave, ins: Instr) -> None:
 
 
 def _buffer_lds(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
-    """buffer_load_dword{,x3,x4} ... lds: each enabled lane's N bytes go to LDS at M0[15:0] +
+    """buffer_load_dword{,x3,x4} ... lds: each enabled lane's N bytes go to LDS at M0 +
     inst_offset + N*lane (MI300 ISA guide 9.1.9 "Buffer load to LDS"; gfx950 adds the x3/x4
-    forms, CDNA4 guide, the same placement per lane); out of range: 0."""
+    forms, CDNA4 guide, the same placement per lane); out of range: 0.  M0 supplies as many
+    low bits as the LDS needs (16 for gfx942's 64 KiB, 18 for gfx950's 160 KiB)."""
     size = row.nbytes
     if size not in (4, 12, 16):
         raise EmuError(f"{ins.text}: loads to LDS of {size} bytes are not emulated")
@@ -367,7 +398,7 @@ def _buffer_lds(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
     addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, size)
     lanes = w.active() & ok
     data = mem.load(addr, size, lanes)
-    base = (int(w.s[124]) & 0xFFFF) + ioff
+    base = (int(w.s[124]) & ((1 << (len(w.lds) - 1).bit_length()) - 1)) + ioff    # M0's LDS address bits
     for lane in np.nonzero(w.active())[0]:
         at = base + size * int(lane)
         if at + size <= len(w.lds):
@@ -391,42 +422,84 @@ def _readfirstlane(w: Wave, ins: Instr) -> None:
     w.set_scalar(ins.operands[0], int(v[act[0] if len(act) else 0]), 32)
 
 
+def _handler(ins: Instr, row: Row):
+    """The function that executes ``ins`` (its row already looked up), or None: the one
+    dispatch :func:`step` and :func:`unsupported` share."""
+    mn, kind = row.mnemonic, row.kind
+    if kind == "salu":
+        return _salu
+    if kind in ("valu", "float") or (kind == "data" and (mn in FLOAT or mn.endswith("_dpp") or mn.startswith("v_cmp"))):
+        return _valu
+    if mn.startswith("v_mfma"):
+        return _mfma
+    if mn.startswith("ds_read_b64_tr"):
+        return _ds_read_tr
+    if mn.startswith("v_permlane16_swap"):
+        return _permlane_swap
+    if mn.startswith("ds_read_b"):
+        return _ds_read
+    if mn.startswith("ds_write_b"):
+        return _ds_write
+    if kind == "lane":
+        return _readfirstlane
+    if kind == "buffer" and ins.modifier("lds") is not None:
+        return _buffer_lds
+    return {"smem": _smem, "buffer": _buffer, "global": _atomic if row.mem == "atomic" else _global,
+            "branch": _branch, "end": _end, "nop": _nop}.get(kind)
+
+
+def _end(w: Wave, ins: Instr) -> None:
+    w.done = True
+
+
+def _nop(w: Wave, ins: Instr) -> None:
+    w.at_barrier = normalize(ins.mnemonic) == "s_barrier"
+
+
+def unsupported(ins: Instr) -> Optional[str]:
+    """Why the emulator cannot run ``ins`` (a short reason), or None when it can: the static
+    side of :func:`step`'s dispatch, for the per-kernel list of instructions still without
+    semantics (``addrsim run --coverage``).  Checks the row tables each handler reads; a
+    handler may still refuse an operand form at run time (EmuError)."""
+    row = lookup(ins.mnemonic)
+    fn = _handler(ins, row)
+    mn = normalize(ins.mnemonic[:-4] if ins.mnemonic.endswith("_dpp") else ins.mnemonic)
+    if fn is None:
+        return f"no semantics ({row.kind} row)"
+    if fn is _valu and FLOAT.get(mn) is None and lookup(mn).sem is None:
+        return "no float or ALU row"
+    if fn in (_valu, _salu) and any(m.startswith(_MODIFIERS) for m in ins.modifiers):
+        return "output modifiers"
+    if fn is _mfma and (MFMA.get(mn, (0, 0, 0, None))[3] is None or ins.modifiers):
+        return "no MFMA row"
+    if fn in (_ds_read, _ds_write):
+        try:
+            _lds_bytes(ins)
+        except EmuError:
+            return "no LDS access row"
+    if fn is _branch and ins.mnemonic not in CONDITIONS:
+        return "no branch condition"
+    if (fn is _atomic or (fn is _buffer and row.mem == "atomic")) and mn not in _ATOMIC_ADD:
+        return "atomic without a row"
+    return None
+
+
 def step(w: Wave, ins: Instr, mem: Memory) -> Optional[Access]:
     """Execute ``ins`` on ``w`` (its pc moves to the next instruction or the branch target).
     Returns the memory access it made, or None.  Raises EmuError."""
     row = lookup(ins.mnemonic)
-    mn = row.mnemonic
     w.pc = ins.addr + ins.size
-    if row.kind == "salu":
-        _salu(w, ins, row)
-    elif row.kind in ("valu", "float") or (row.kind == "data" and (mn in FLOAT or mn.endswith("_dpp")
-                                                                   or mn.startswith("v_cmp"))):
-        _valu(w, ins, row)
-    elif mn.startswith("v_mfma"):
-        _mfma(w, ins)
-    elif mn.startswith("ds_read_b"):
-        _ds_read(w, ins)
-    elif mn.startswith("ds_write_b"):
-        _ds_write(w, ins)
-    elif row.kind == "lane":
-        _readfirstlane(w, ins)
-    elif row.kind == "smem":
-        _smem(w, ins, mem)
-    elif row.kind == "buffer" and ins.modifier("lds") is not None:
-        return _buffer_lds(w, ins, row, mem)
-    elif row.kind == "buffer":
-        return _buffer(w, ins, row, mem)
-    elif row.kind == "global" and row.mem == "atomic":
-        return _atomic(w, ins, row, mem)
-    elif row.kind == "global":
-        return _global(w, ins, row, mem)
-    elif row.kind == "branch":
+    fn = _handler(ins, row)
+    if fn is None:
+        raise EmuError(f"no emulated semantics for {ins.mnemonic} ({ins.text} at {ins.addr:#x})")
+    if fn is _branch:
         if _branch(w, ins):
             w.pc = ins.target
-    elif row.kind == "end":
-        w.done = True
-    elif row.kind == "nop":
-        w.at_barrier = row.mnemonic == "s_barrier"
+        return None
+    if fn in (_smem, _buffer, _buffer_lds, _global, _atomic):
+        return fn(w, ins, row, mem) if fn is not _smem else fn(w, ins, mem)
+    if fn in (_salu, _valu):
+        fn(w, ins, row)
     else:
-        raise EmuError(f"no emulated semantics for {ins.mnemonic} ({ins.text} at {ins.addr:#x})")
+        fn(w, ins)
     return None

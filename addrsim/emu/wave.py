@@ -16,7 +16,15 @@ import numpy as np
 from addrsim.isa.operands import EXEC_LO, VCC_LO, constant, parse_register
 
 LANES = 64
-LDS_BYTES = 64 * 1024      # per workgroup on gfx942 (160 KiB on gfx950: a later step)
+LDS_BYTES = 64 * 1024      # per workgroup on gfx942 (MI300 ISA guide 11.1 "Local data share": 64 KiB)
+LDS_BYTES_BY_ARCH = {"gfx942": 64 * 1024, "gfx950": 160 * 1024}
+"""LDS a workgroup may address, bytes (CDNA4 ISA guide 11.1: 160 KiB on gfx950; AMDGPUUsage's
+processor table gives the same).  An architecture not listed gets :data:`LDS_BYTES`."""
+
+
+def lds_bytes(arch: str) -> int:
+    """The LDS of a workgroup on ``arch``, in bytes."""
+    return LDS_BYTES_BY_ARCH.get(arch, LDS_BYTES)
 U32 = np.uint32
 U64 = np.uint64
 

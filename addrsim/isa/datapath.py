@@ -61,6 +61,11 @@ def row(name: str, sig: str):
     return deco
 
 
+def f16_to_f32(h: np.ndarray) -> np.ndarray:
+    """IEEE binary16 bit patterns (uint16 in the low half) as float32 (exact)."""
+    return np.asarray(h, dtype=np.uint64).astype(np.uint16).view(np.float16).astype(F32)
+
+
 def _ieee(fn):
     def run(*a):
         with np.errstate(all="ignore"):
@@ -79,6 +84,13 @@ row("v_exp_f32", "v32:v32")(_ieee(lambda a: (_u(np.exp2(_f(a))),)))
 row("v_mov_b32", "v32:v32")(lambda a: (a,))
 row("v_cvt_pk_bf16_f32", "v32:v32,v32")(lambda a, b: ((bf16_round(_f(a)) | bf16_round(_f(b)) << U32(16))
                                                      .astype(np.uint64),))
+row("v_cmp_eq_f32", "m:v32,v32")(lambda a, b: (_f(a) == _f(b),))
+row("v_cvt_pk_f16_f32", "v32:v32,v32")(_ieee(lambda a, b: ((f16_round(_f(a)) | f16_round(_f(b)) << U32(16))
+                                                          .astype(np.uint64),)))
+row("v_cvt_pkrtz_f16_f32", "v32:v32,v32")(_ieee(lambda a, b: ((f16_round(_f(a), True) | f16_round(_f(b), True)
+                                                             << U32(16)).astype(np.uint64),)))
+row("v_cvt_f32_f16", "v32:v32")(lambda a: (_u(f16_to_f32(a & np.uint64(0xFFFF))),))
+row("v_cvt_f32_bf16", "v32:v32")(lambda a: (_u(bf16_to_f32(a & np.uint64(0xFFFF))),))
 row("v_cmp_u_f32", "m:v32,v32")(lambda a, b: (np.isnan(_f(a)) | np.isnan(_f(b)),))
 row("v_cmp_o_f32", "m:v32,v32")(lambda a, b: (~(np.isnan(_f(a)) | np.isnan(_f(b))),))
 
@@ -97,6 +109,33 @@ def dpp_source(modifiers) -> Tuple[np.ndarray, np.ndarray]:
     return src, write
 
 
+def permlane16_swap(vdst: np.ndarray, src: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """(new vdst, new src0) of V_PERMLANE16_SWAP_B32 (gfx950): the odd rows (16 lanes each) of
+    vdst are swapped with the even rows of src0, lane for lane: vdst lane 16+i <-> src0 lane i,
+    vdst lane 48+i <-> src0 lane 32+i (CDNA4 ISA guide, VOP1; LLVM's llvm.amdgcn.permlane16.swap:
+    "odd rows of the first operand are swapped with even rows of the second operand")."""
+    d, s = np.array(vdst, copy=True), np.array(src, copy=True)
+    for odd in (16, 48):
+        d[odd:odd + 16], s[odd - 16:odd] = src[odd - 16:odd], vdst[odd:odd + 16]
+    return d, s
+
+
+def read_tr_b16(raw: np.ndarray) -> np.ndarray:
+    """DS_READ_B64_TR_B16 (gfx950): ``raw`` [64 lanes, 4] the 16-bit elements each lane's
+    address reads (64 bits); returns [64, 4] what each lane receives.  In each block of 16
+    lanes the 64 elements are a 16x4 (MN x K) tile read MN-contiguous: lane j of the block
+    reads MN 4*(j % 4) .. +3 at K = j // 4; lane i receives MN = i, K = 0..3, so element e of
+    lane i is element i % 4 of lane 4*e + i // 4 (CDNA4 ISA guide 11.4 "MFMA transpose load
+    from LDS": each lane holds 4 consecutive M or N values; the block diagram of Triton's
+    chooseLLDsReadB64TrLayout, LinearLayoutConversions.cpp)."""
+    lane = np.arange(64)
+    block, i = 16 * (lane // 16), lane % 16
+    out = np.empty_like(raw)
+    for e in range(4):
+        out[:, e] = raw[block + 4 * e + i // 4, i % 4]
+    return out
+
+
 def bf16_to_f32(h: np.ndarray) -> np.ndarray:
     """bf16 bit patterns (uint16 in the low half) as float32."""
     return (np.asarray(h, dtype=np.uint64).astype(U32) << U32(16)).view(F32)
@@ -111,6 +150,32 @@ def bf16_round(x: np.ndarray) -> np.ndarray:
     return np.where(nan, (b >> np.uint64(16)) | np.uint64(0x40), r & np.uint64(0xFFFF)).astype(U32)
 
 
+def f16_round(x: np.ndarray, toward_zero: bool = False) -> np.ndarray:
+    """float32 values as IEEE binary16 bit patterns (uint32 < 2**16): round to nearest even
+    (V_CVT_PK_F16_F32 under the MODE register's reset rounding), or toward zero
+    (V_CVT_PKRTZ_F16_F32: a finite value past 65504 gives 65504, not infinity)."""
+    x = np.asarray(x, dtype=F32)
+    with np.errstate(all="ignore"):
+        h = x.astype(np.float16)
+    bits = h.view(np.uint16).astype(U32)
+    if toward_zero:
+        past = np.isfinite(x) & (np.abs(h.astype(F32)) > np.abs(x))
+        bits = np.where(past, bits - U32(1), bits)
+    return bits
+
+
+def pk_add_f16(old: np.ndarray, add: np.ndarray) -> np.ndarray:
+    """Packed binary16 add of two uint32 words, each half rounded to nearest even
+    (BUFFER_ATOMIC_PK_ADD_F16)."""
+    out = np.zeros_like(np.asarray(old, dtype=U32))
+    for k in (0, 16):
+        a = f16_to_f32((np.asarray(old, dtype=U32) >> U32(k)) & U32(0xFFFF))
+        b = f16_to_f32((np.asarray(add, dtype=U32) >> U32(k)) & U32(0xFFFF))
+        with np.errstate(all="ignore"):
+            out |= f16_round(a + b) << U32(k)
+    return out
+
+
 def pk_add_bf16(old: np.ndarray, add: np.ndarray) -> np.ndarray:
     """Packed bf16 add of two uint32 words (two bf16 each), each half rounded to nearest even
     (GLOBAL_ATOMIC_PK_ADD_BF16)."""
@@ -123,38 +188,60 @@ def pk_add_bf16(old: np.ndarray, add: np.ndarray) -> np.ndarray:
     return out
 
 
-def _bf16_elems(regs: np.ndarray) -> np.ndarray:
-    """[n registers, 64 lanes] of packed bf16 -> float64 [64 lanes, 2n elements]."""
+def _elems(regs: np.ndarray, decode) -> np.ndarray:
+    """[n registers, 64 lanes] of packed 16-bit values -> float64 [64 lanes, 2n elements],
+    element k in register k // 2, half k % 2 (low half first)."""
     r = np.asarray(regs, dtype=U32)
     parts = [(r[k // 2] >> U32(16 * (k % 2))) & U32(0xFFFF) for k in range(2 * len(r))]
-    return np.stack([bf16_to_f32(p).astype(np.float64) for p in parts], axis=1)
+    return np.stack([decode(p).astype(np.float64) for p in parts], axis=1)
 
 
-def _mfma_16x16_bf16(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
-    """D = A*B + C of a 16x16xK bf16 MFMA, K = 4 * (bf16 per lane): ``a``, ``b`` [K/8, 64]...
-    uint32 registers of packed bf16 (lane i + 16*g holds row/column i, K elements g*K/4 ..
-    (g+1)*K/4 - 1), ``c`` [4, 64] uint32 float32 registers; returns D [4, 64] uint32, the
-    products summed in float64 and rounded once to float32."""
+def _mfma(mn: int, decode):
+    """D = A*B + C of an MNxMN xK MFMA of 16-bit inputs (MN 16 or 32), the layouts of AMD's
+    matrix instruction calculator (CDNA3 ``v_mfma_f32_16x16x16bf16_1k``/``_f16``,
+    ``v_mfma_f32_32x32x8bf16_1k``/``_f16``; CDNA4 ``16x16x32`` and ``32x32x16``, the same with
+    8 K elements per lane): lane l holds row (A) or column (B) l % MN, K elements
+    g*per .. g*per + per - 1 with g = l // MN; D[i][j] is in lane j + MN*((i // 4) % (64 // MN)),
+    register 4*(i // (256 // MN)) + i % 4 (16x16: lane j + 16*(i//4), register i%4; 32x32: lane
+    j + 32*((i//4)%2), register 4*(i//8) + i%4).  The products are summed in float64 and
+    rounded once to float32 (not bit-exact: see tests/test_datapath.py)."""
+    groups = 64 // _block(mn)
     lane = np.arange(64)
-    ea, eb = _bf16_elems(a), _bf16_elems(b)
-    per = ea.shape[1]
-    K = 4 * per
-    A, B, C = np.zeros((16, K)), np.zeros((K, 16)), np.zeros((16, 16))
-    for item in range(per):
-        A[lane % 16, per * (lane // 16) + item] = ea[:, item]
-        B[per * (lane // 16) + item, lane % 16] = eb[:, item]
-    cf = np.asarray(c, dtype=U32).view(F32).astype(np.float64)
-    for item in range(4):
-        C[4 * (lane // 16) + item, lane % 16] = cf[item]
-    D = (A @ B + C).astype(F32)
-    return np.stack([D[4 * (lane // 16) + item, lane % 16] for item in range(4)]).view(U32)
+    nregs = mn * mn // 64
+    i_of = np.array([[4 * (r // 4) * groups + 4 * (l // mn) + r % 4 for l in range(64)] for r in range(nregs)])
+    j_of = np.array([[l % mn for l in range(64)] for _ in range(nregs)])
+
+    def run(a: np.ndarray, b: np.ndarray, c: np.ndarray) -> np.ndarray:
+        ea, eb = _elems(a, decode), _elems(b, decode)
+        per = ea.shape[1]
+        K = groups * per
+        A, B = np.zeros((mn, K)), np.zeros((K, mn))
+        for item in range(per):
+            A[lane % mn, per * (lane // mn) + item] = ea[:, item]
+            B[per * (lane // mn) + item, lane % mn] = eb[:, item]
+        C = np.zeros((mn, mn))
+        C[i_of, j_of] = np.asarray(c, dtype=U32).view(F32).astype(np.float64)
+        D = (A @ B + C).astype(F32)
+        return D[i_of, j_of].view(U32)
+    return run
 
 
+def _block(mn: int) -> int:
+    if mn not in (16, 32):
+        raise ValueError(f"MFMA of {mn}x{mn} blocks")
+    return mn
+
+
+_mfma_16x16_bf16 = _mfma(16, bf16_to_f32)
 mfma_16x16x16_bf16 = _mfma_16x16_bf16
 
 MFMA = {"v_mfma_f32_16x16x16_bf16": (2, 2, 4, _mfma_16x16_bf16),
         "v_mfma_f32_16x16x16bf16_1k": (2, 2, 4, _mfma_16x16_bf16),
-        "v_mfma_f32_16x16x32_bf16": (4, 4, 4, _mfma_16x16_bf16)}
-"""MFMA mnemonic -> (A registers, B registers, C/D registers, function).  gfx950's 16x16x32
-bf16 (CDNA4 guide, matrix calculator for CDNA4): each lane holds 8 consecutive K elements,
-lane group g = lane // 16 holds K elements 8g .. 8g + 7."""
+        "v_mfma_f32_16x16x32_bf16": (4, 4, 4, _mfma_16x16_bf16),
+        "v_mfma_f32_32x32x16_bf16": (4, 4, 16, _mfma(32, bf16_to_f32)),
+        "v_mfma_f32_16x16x16_f16": (2, 2, 4, _mfma(16, f16_to_f32)),
+        "v_mfma_f32_16x16x32_f16": (4, 4, 4, _mfma(16, f16_to_f32)),
+        "v_mfma_f32_32x32x16_f16": (4, 4, 16, _mfma(32, f16_to_f32))}
+"""MFMA mnemonic -> (A registers, B registers, C/D registers, function), gfx942's 16x16x16
+and gfx950's 16x16x32 and 32x32x16 (CDNA4 guide, matrix calculator for CDNA4: each lane holds
+8 consecutive K elements)."""
