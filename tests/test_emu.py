@@ -112,6 +112,13 @@ def test_buffer_range_checks_raw_and_structured():
     st = vsharp([0x1000, 8 << 16, 3, 0])
     addr, ok = buffer_addresses(st, np.arange(64, dtype=np.uint64), np.zeros(64, dtype=np.uint64), 0, 4, 4)
     assert ok.tolist() == [True] * 3 + [False] * 61 and int(addr[2]) == 0x1000 + 16 + 4
+    # a stride-4 V# read with offen only (idxen clear) is checked in bytes on gfx9+: aiter's odo
+    # kernel stores D through such a V# with num_records = the slice's remaining bytes
+    d = vsharp([0x1000, 4 << 16, 400, 0])
+    addr, ok = buffer_addresses(d, idx, np.arange(64, dtype=np.uint64) * np.uint64(8), 0, 0, 4, idxen=False)
+    assert ok.tolist() == [True] * 50 + [False] * 14
+    addr, ok = buffer_addresses(d, idx, np.arange(64, dtype=np.uint64) * np.uint64(8), 0, 0, 4, idxen=True)
+    assert all(ok)                         # structured: index 0 < 400 records
 
 
 def test_unknown_instruction_and_wild_address_are_errors_not_guesses():
@@ -300,7 +307,7 @@ def _wheel(corpus, arch, name):
     return corpus / arch / "fmha_v3_bwd" / f"{name}.co"
 
 
-HD = {"hdim_q": 128, "hdim_v": 128}
+HDIMS = {"hdim_q": 128, "hdim_v": 128}
 
 
 @pytest.mark.slow
@@ -311,7 +318,7 @@ def test_gfx950_kernel_is_right_in_every_layout(corpus, layout):
     seqlen 128: dK and dV right (measured 0.42% and 0.35% of the largest value).  dQ is the
     16-bit accumulator the dq_shuffle post-kernel reorders: not compared here."""
     from addrsim.api import run
-    rep = run(_wheel(corpus, "gfx950", "bwd_hd128_bf16_a16_psskddv"), layout, dict(SHAPE, **HD))
+    rep = run(_wheel(corpus, "gfx950", "bwd_hd128_bf16_a16_psskddv"), layout, dict(SHAPE, **HDIMS))
     assert rep["ok"], rep["outputs"]
     assert set(rep["outputs"]) == {"dk", "dv"}
     assert all(o["max_rel_err"] < 0.006 for o in rep["outputs"].values())
@@ -325,7 +332,7 @@ def test_the_gfx950_kernel_tells_a_wrong_lane_exchange(corpus, monkeypatch):
     import addrsim.emu.step as S
     from addrsim.api import run
     k = _wheel(corpus, "gfx950", "bwd_hd128_bf16_a16_psskddv")
-    one = dict(SHAPE, batch=1, nhead_q=1, nhead_k=1, **HD)
+    one = dict(SHAPE, batch=1, nhead_q=1, nhead_k=1, **HDIMS)
 
     def quads(raw):
         lane = np.arange(64)
@@ -351,7 +358,7 @@ def test_fp16_kernels_are_right(corpus, arch):
     kernels, BSHD, batch 2, nhead 2, seqlen 128; dQ from the fp32 accumulator."""
     from addrsim.api import run
     name = "bwd_hd128_fp16_a32" if arch == "gfx942" else "bwd_hd128_fp16_a32_psskddv"
-    rep = run(_wheel(corpus, arch, name), "bshd", dict(SHAPE, **HD) if arch == "gfx950" else SHAPE)
+    rep = run(_wheel(corpus, arch, name), "bshd", dict(SHAPE, **HDIMS) if arch == "gfx950" else SHAPE)
     assert rep["ok"], rep["outputs"]
     assert set(rep["outputs"]) == {"dq", "dk", "dv"}
     assert all(o["max_rel_err"] < 0.003 for o in rep["outputs"].values())

@@ -2,13 +2,13 @@
 with a float64 reference (issue 37).
 
     addrsim run KERNEL.co|LISTING [--like K.co] --layout L --shape batch=2,nhead_q=2,seqlen_q=128
-                [--seed N] [--json FILE] [--trace BUFFER] [--model F] [--layouts F]
+                [--seed N] [--stage odo|main|post] [--json FILE] [--trace BUFFER] [--model F] [--layouts F]
 
-Prints, per output (dQ, dK, dV), the largest absolute and relative error and the (batch,
-head) slices that are wrong with their first wrong row.  Exit 0 when every output is within
-the tolerance (:data:`addrsim.emu.launch.TOLERANCE`), 1 when one is not, 2 when the kernel
-cannot be run yet (a causal mask, group mode, an instruction without emulated semantics), 3
-bad input.  ``--trace BUFFER`` adds every access of that buffer to the JSON (pc, workgroup,
+Prints, per output (D, dQ, dK, dV), the largest absolute and relative error and the (batch,
+head) slices that are wrong with their first wrong row, and the kernels of the pipeline that
+ran.  Exit 0 when every output is within the tolerance (:data:`addrsim.emu.launch.TOLERANCE`),
+1 when one is not, 2 when the kernel cannot be run yet (group mode, sliding window, a stage
+its folder lacks, an instruction without emulated semantics), 3 bad input.  ``--trace BUFFER`` adds every access of that buffer to the JSON (pc, workgroup,
 wave, lane, byte offset from the buffer's base, size, load/store).
 """
 from __future__ import annotations
@@ -47,6 +47,9 @@ def register(sub) -> None:
                         "seqlen_q and nhead_q)")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs (default 0)")
     p.add_argument("--json", metavar="FILE", help="write the JSON result to FILE ('-' for stdout)")
+    p.add_argument("--stage", choices=("odo", "main", "post"),
+                   help="run one kernel of the pipeline on reference inputs: odo (D), main (dQ/dK/dV with the "
+                        "reference D), post (dQ from the reference accumulator)")
     p.add_argument("--trace", metavar="BUFFER", help="keep every access of BUFFER (q, k, v, do, dq, dk, dv, lse, d)")
     p.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     p.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml", help="user layouts file")
@@ -59,7 +62,7 @@ def run(args) -> int:
     try:
         check_outputs(args, (("json", "--json"),))
         rep = run_api(args.kernel, args.layout, shape, models=load_models(list(args.model) + list(args.layouts)),
-                      seed=args.seed, like=args.like, trace=args.trace)
+                      seed=args.seed, like=args.like, trace=args.trace, stage=args.stage)
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return e.exit_code
@@ -74,6 +77,9 @@ def format_run(rep: dict) -> str:
     lines = [f"{rep['kernel']} in {rep['layout']} at {shape}: {'RIGHT' if rep['ok'] else 'WRONG'} "
              f"({rep['instructions']} instructions, {rep['seconds']} s, tolerance "
              f"{rep['tolerance']:.4g} of the largest reference value)"]
+    if len(rep.get("stages", [])) > 1 or any(s["stage"] != "main" for s in rep.get("stages", [])):
+        lines.append("  stages: " + ", ".join(f"{s['stage']} {s['kernel']} ({s['instructions']} instructions, "
+                                              f"{s['seconds']} s)" for s in rep["stages"]))
     if rep.get("fault"):
         lines.append(f"  the kernel stopped: {rep['fault']}")
     for name, o in rep["outputs"].items():
@@ -83,4 +89,6 @@ def format_run(rep: dict) -> str:
                 f"({b}, {h}) from row {o['first_rows'][f'{b},{h}']}" for b, h in o["wrong_slices"])
         lines.append(f"  {name}: {'ok   ' if o['ok'] else 'WRONG'} max abs err {o['max_abs_err']:.3g}, "
                      f"max rel err {o['max_rel_err']:.3g}{where}")
+    for name, why in rep.get("not_compared", {}).items():
+        lines.append(f"  {name}: not compared: {why}")
     return "\n".join(lines)

@@ -21,11 +21,13 @@ import re
 import struct
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
 from addrsim.emu.memory import Memory
+from addrsim.emu.pipeline import STAGES, acc_layout, find_pipeline, odo_arguments, post_arguments, stage_grid
 from addrsim.emu.run import Launch, pack_kernarg, run_grid
 from addrsim.emu.wave import EmuError, StrayStore
 from addrsim.errors import InputError, NotEmulatedError, UnmodelledError
@@ -76,6 +78,8 @@ class RunResult:
     seconds: float
     trace: List[tuple] = field(default_factory=list)
     fault: str = ""          # the run stopped at a store outside every tensor (the instruction named)
+    stages: List[dict] = field(default_factory=list)   # per kernel run: stage, kernel, instructions, seconds
+    not_compared: Dict[str, str] = field(default_factory=dict)     # output -> why it is not judged
 
 
 def _encode(x: np.ndarray, dtype: str) -> np.ndarray:
@@ -99,12 +103,13 @@ def element_type(symbol: str) -> str:
     return m.group(1)
 
 
-def reference(q, k, v, do, scale: float, mask: str = ""):
+def reference(q, k, v, do, scale: float, mask: str = "", o=None):
     """float64 attention backward, GQA (query head h reads key head h // ratio): (lse, D, dQ,
-    dK, dV), dK and dV per query head.  Arrays are [batch, head, row, column].  ``mask``: ""
+    dK, dV, O), dK and dV per query head.  Arrays are [batch, head, row, column].  ``mask``: ""
     (none), "top_left" (query row i sees keys j <= i) or "bottom_right" (j <= i + seqlen_k -
     seqlen_q), aiter's causal masks (mha_bwd.cu compute_mask_coordinates); a row that sees no
-    key has P = 0."""
+    key has P = 0.  ``o``: the forward output as the host holds it (rounded to the element
+    type): D = rowsum(dO * o), as the odo kernel computes it; default the exact O."""
     ratio = q.shape[1] // k.shape[1]
     K, V = np.repeat(k, ratio, axis=1), np.repeat(v, ratio, axis=1)
     s = np.einsum("bhqd,bhkd->bhqk", q, K) * scale
@@ -118,12 +123,12 @@ def reference(q, k, v, do, scale: float, mask: str = ""):
     p = np.exp(s - m)
     l_ = p.sum(-1, keepdims=True)
     P = p / np.where(l_ > 0, l_, 1.0)
-    o = np.einsum("bhqk,bhkd->bhqd", P, V)
-    D = (do * o).sum(-1)
+    O = np.einsum("bhqk,bhkd->bhqd", P, V)
+    D = (do * (O if o is None else o)).sum(-1)
     dP = np.einsum("bhqd,bhkd->bhqk", do, V)
     dS = P * (dP - D[..., None])
     return ((m + np.log(l_))[..., 0], D, np.einsum("bhqk,bhkd->bhqd", dS, K) * scale,
-            np.einsum("bhqk,bhqd->bhkd", dS, q) * scale, np.einsum("bhqk,bhqd->bhkd", P, do))
+            np.einsum("bhqk,bhqd->bhkd", dS, q) * scale, np.einsum("bhqk,bhqd->bhkd", P, do), O)
 
 
 def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=None):
@@ -150,69 +155,213 @@ def _f32_bits(x: float) -> int:
 
 
 def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int = 0, like=None,
-               trace: Optional[str] = None) -> RunResult:
+               trace: Optional[str] = None, stage: Optional[str] = None) -> RunResult:
     """Run the kernel of ``path`` (a code object, or a listing with ``like``) in ``layout`` at
     ``shape`` (shape variables; the family's fixed sizes fill the rest) on random inputs and
-    compare dQ, dK, dV with :func:`reference`.  ``trace``: a buffer whose every access is kept
-    in ``RunResult.trace`` as (pc, workgroup ids, wave, lane, byte offset from the buffer's
-    base, size, kind).  Raises InputError (a shape outside the kernel's domain, a layout the
-    models lack), NotEmulatedError (causal masks, group mode, an instruction without
-    emulated semantics) and EmuError's message as NotEmulatedError."""
+    compare its outputs with :func:`reference`.  Where the routing csvs beside the kernel name
+    a pipeline (:func:`addrsim.emu.pipeline.find_pipeline`: aiter e4048607's corpus), the odo
+    pre-kernel computes D and the post-kernel converts the dQ accumulator, and D and the final
+    dQ are compared too; ``stage`` ("odo", "main", "post") runs one kernel of it on reference
+    inputs instead.  ``trace``: a buffer whose every access of the main kernel is kept in
+    ``RunResult.trace`` as (pc, workgroup ids, wave, lane, byte offset from the buffer's base,
+    size, kind).  Raises InputError (a shape outside the kernel's domain, a layout the models
+    lack), NotEmulatedError (group mode, sliding window, a stage the folder lacks, an
+    instruction without emulated semantics)."""
     if trace is not None and trace not in TENSORS:
         raise InputError("--trace", f"unknown buffer {trace!r} (one of {', '.join(TENSORS)})")
+    if stage is not None and stage not in STAGES:
+        raise InputError("--stage", f"unknown stage {stage!r} (one of {', '.join(STAGES)})")
     src, k = _runnable_kernel(path, ms, like)
+    pipe = find_pipeline(Path(like if like is not None else path), src.co.arch)
+    _stage_available(path, pipe, stage)
     mask = "bottom_right" if "causal_br" in k.symbol else "top_left" if "causal" in k.symbol else ""
     prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
     _shape_given(path, prob, shape)
     env = shape_env(prob, shape)
     _in_domain(path, prob, env)
     consts = {n: e.value for n, e in prob.names.items() if isinstance(e, X.Const)}
-    direct_dq = not consts.get("acc")          # no accumulator (acc 0): dQ written in place, bf16
-    dq_acc16 = consts.get("acc") == 2          # a 16-bit accumulator the dq_shuffle post-kernel reorders
+    direct_dq = not consts.get("acc")          # no accumulator (acc 0): dQ written in place
     lay = layout_of(ms, layout)
     _small_enough(path, prob, env)
-    rng = np.random.default_rng(seed)
-    mem = Memory()
-    B, S_q, S_k = env["batch"], env["seqlen_q"], env["seqlen_k"]
-    dims = {b: (B, env[h], env[r]) + ((env[c],) if c else ()) for b, (_, h, r, c) in TENSORS.items()}
-    dtype = element_type(k.symbol)
-    ins = {b: _encode(rng.standard_normal(dims[b]), dtype) for b in ("q", "k", "v", "do")}
+    run = _Run(Memory(), env, lay, element_type(k.symbol), np.random.default_rng(seed))
     scale = 1.0 / np.sqrt(env["hdim_q"])
-    bases, views, (lse, D, dq, dk, dv) = _place(mem, lay, env, dims, ins, direct_dq, lambda *t: reference(
-        *t, scale, mask), dtype)
-    ptrs = {n: 0 for n, e in prob.kernargs.items() if any(x.kind == "ptr" for x in X.symbols(e).values())}
-    ptrs.update({buffer_pointer(ms, k, b): bases[b] for b in TENSORS})     # (sequence starts, mha_bwd.cu:641-659)
-    args = kernel_arguments(prob, env, ptrs)
-    names = {a.name for a in k.args}
-    args.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
-                 if n in names})
-    grid = tuple(int(X.evaluate(prob.grid_count[prob.grid[ax].name], env)) for ax in "xyz")
-    kept: List[tuple] = []
-    tptr = bases.get(trace) if trace else None
+    ref = run.place_inputs(pipe is not None and pipe.pre is not None, lambda *t, o=None: reference(
+        *t, scale, mask, o))
+    if pipe is not None and pipe.pre is not None and stage in (None, "odo"):
+        run.stage(pipe.pre, odo_arguments(run.bases, run.byte_strides("do"), run.byte_strides("do"),
+                                          run.byte_strides("lse", 4), env), "d")
+        run.outputs["d"] = _judge(run.views["d"].astype(np.float64)[..., None], ref["d"][..., None])
+        if stage == "odo":
+            return run.result(k.symbol if pipe.pre is None else pipe.pre.symbol, layout)
+    else:
+        run.views["d"][...] = ref["d"].astype(np.float32)
+    post = pipe.post if pipe is not None else None
+    a32 = pipe.row.get("atomic32") == "1" if pipe is not None else consts.get("acc") == 4     # acc: bytes per element
+    run.alloc_dq(direct_dq, post, a32)
+    if stage == "post":
+        run.views["dq_acc"][...] = ref["dq"].astype(np.float32)
+        run.post(post, ref)
+        return run.result(post.symbol, layout)
+    kept = run.main(k, src, prob, ms, scale, trace)
+    if run.fault == "" and post is not None and stage is None:
+        run.post(post, ref)
+    else:
+        got = run.views.get("dq")
+        if direct_dq:
+            run.outputs["dq"] = _judge(_f64(got, run.dtype), ref["dq"])
+        elif a32:                               # fp32 accumulator: the conversion is a cast (or --stage main)
+            run.outputs["dq"] = _judge(run.views["dq_acc"].astype(np.float64), ref["dq"])
+        else:
+            run.not_compared["dq"] = ("the 16-bit accumulator is in the main kernel's own order; dQ is compared "
+                                      "after the dq_shuffle post-kernel" + (" (run the whole pipeline)" if post else
+                                                                            " (none beside this kernel)"))
+    for b in ("dk", "dv"):
+        run.outputs[b] = _judge(_f64(run.views[b], run.dtype), ref[b])
+    run.trace = kept
+    return run.result(k.symbol, layout)
 
-    def on_access(ids, wave, a):
-        if tptr is not None and a.lanes.any():
-            lo = int(a.address[a.lanes].min())
-            if lo >= tptr and lo - tptr < 1 << 36 and mem_owner(mem, lo) == trace:
-                for lane in np.nonzero(a.lanes)[0]:
-                    kept.append((a.pc, ids, wave, int(lane), int(a.address[lane]) - tptr, a.size, a.kind))
-    la = Launch(k, src.co.arch, src.code[k.symbol], pack_kernarg(k, {n: v for n, v in args.items() if n in names}),
-                grid, (k.reqd_workgroup_size or (256, 1, 1))[0], on_access=on_access)
-    t0 = time.time()
-    fault = ""
-    try:
-        run_grid(la, mem)
-    except StrayStore as e:                 # the kernel writes past every tensor: a wrong result
-        fault = str(e)
-    except EmuError as e:
-        raise NotEmulatedError(f"{path}: {e}")
-    seconds = time.time() - t0
-    got = {"dq": _f64(views["dq"], dtype) if direct_dq else views["dq"].astype(np.float64),
-           "dk": _f64(views["dk"], dtype), "dv": _f64(views["dv"], dtype)}
-    outs = {b: _judge(got[b], ref) for b, ref in (("dq", dq), ("dk", dk), ("dv", dv)) if b != "dq" or not dq_acc16}
-    shown = {v: n for v, n in env.items() if not v.startswith("total_")}
-    return RunResult(all(o.ok for o in outs.values()) and not fault, k.symbol, layout, shown, outs, la.instructions,
-                     round(seconds, 2), kept, fault)
+
+def _stage_available(path, pipe, stage) -> None:
+    """Refuse a stage the kernel's folder does not have.  Raises NotEmulatedError."""
+    if stage == "odo" and (pipe is None or pipe.pre is None):
+        raise NotEmulatedError(f"{path}: no odo pre-kernel beside it (no fmha_bwd_odo.csv row): its host computes D")
+    if stage == "post":
+        if pipe is None or pipe.post is None:
+            raise NotEmulatedError(f"{path}: no post-kernel beside it: its host writes dQ without one")
+        if pipe.post.role == "dq_shuffle":
+            raise NotEmulatedError(f"{path}: --stage post with dq_shuffle: its 16-bit accumulator is in the main "
+                                   f"kernel's own order, which no reference gives; run the whole pipeline")
+
+
+class _Run:
+    """The state of one run: memory, the shape, the layout, the element type, the placed
+    tensors (bases and strided views) and the outputs judged so far."""
+
+    def __init__(self, mem: Memory, env, lay, dtype: str, rng):
+        self.mem, self.env, self.lay, self.dtype, self.rng = mem, env, lay, dtype, rng
+        self.bases: Dict[str, int] = {}
+        self.views: Dict[str, np.ndarray] = {}
+        self.outputs: Dict[str, Output] = {}
+        self.stages: List[dict] = []
+        self.instructions, self.seconds, self.fault = 0, 0.0, ""
+        self.trace: List[tuple] = []
+        self.not_compared: Dict[str, str] = {}
+        env_ = env
+        self.dims = {b: (env_["batch"], env_[h], env_[r]) + ((env_[c],) if c else ())
+                     for b, (_, h, r, c) in TENSORS.items()}
+
+    def byte_strides(self, tensor: str, size: int = 2) -> Tuple[int, int, int]:
+        """(batch, head, row) strides in bytes of ``tensor``'s layout."""
+        return tuple(size * offset(self.lay, tensor, {d: 1}, self.env) for d in ("batch", "head", "seq"))
+
+    def place_inputs(self, with_o: bool, ref):
+        """Q, K, V, dO (and O, with dO's strides, for the odo kernel) on random values, LSE from
+        the reference, D zeroed; returns the reference's outputs by name, from what memory
+        holds (D from the O in memory when O is placed)."""
+        ins = {b: _encode(self.rng.standard_normal(self.dims[b]), self.dtype) for b in ("q", "k", "v", "do")}
+        for b in ("q", "k", "v", "do"):
+            self.bases[b], self.views[b] = _strided(self.mem, b, self.lay, TENSORS[b][0], self.env, self.dims[b],
+                                                    np.uint16, ins[b])
+        args = [_f64(np.array(self.views[b]), self.dtype) for b in ("q", "k", "v", "do")]
+        o = None
+        if with_o:
+            exact = ref(*args)[5]
+            self.bases["o"], self.views["o"] = _strided(self.mem, "o", self.lay, "do", self.env, self.dims["do"],
+                                                        np.uint16, _encode(exact, self.dtype))
+            o = _f64(np.array(self.views["o"]), self.dtype)
+        out = dict(zip(("lse", "d", "dq", "dk", "dv", "o"), ref(*args, o=o)))
+        for b, val in (("lse", out["lse"]), ("d", np.zeros_like(out["d"]))):
+            self.bases[b], self.views[b] = _strided(self.mem, b, self.lay, "lse", self.env, self.dims[b],
+                                                    np.float32, val.astype(np.float32))
+        for b in ("dk", "dv"):
+            self.bases[b], self.views[b] = _strided(self.mem, b, self.lay, b, self.env, self.dims[b], np.uint16)
+        return out
+
+    def alloc_dq(self, direct: bool, post, a32: bool) -> None:
+        """dQ in the layout (16-bit) where the main kernel or the post-kernel writes it, and the
+        accumulator where the main kernel adds into one: the host's shape (pipeline.acc_layout)
+        with a post-kernel, else fp32 [batch, nhead_q, seqlen_q, hdim_q] (the wheel's)."""
+        if direct or post is not None:
+            self.bases["dq_out"], self.views["dq"] = _strided(self.mem, "dq", self.lay, "dq", self.env,
+                                                              self.dims["dq"], np.uint16)
+        if direct:
+            self.bases["dq"] = self.bases["dq_out"]
+            return
+        if post is not None:
+            size, dims, strides = acc_layout(a32, self.env)
+            self.acc_strides = strides
+            raw = np.zeros(dims, dtype=np.float32 if size == 4 else np.uint16)
+        else:
+            raw = np.zeros(self.dims["dq"], dtype=np.float32)
+        self.bases["dq"] = self.mem.alloc("dq_acc", raw)
+        self.views["dq_acc"] = self.mem.view("dq_acc", raw.dtype).reshape(raw.shape)[tuple(
+            slice(0, n) for n in self.dims["dq"])]
+
+    def stage(self, st, args: Dict[str, int], label: str) -> None:
+        """Run a pre- or post-kernel ``st`` with ``args`` (by metadata name).  Raises
+        NotEmulatedError."""
+        src = load_source(st.path)
+        (k,) = src.co.kernels[:1]
+        names = {a.name for a in k.args}
+        missing = sorted(n for n in names if n != "pad" and n not in args)
+        if missing:
+            raise NotEmulatedError(f"{st.path}: arguments {', '.join(missing)} are not in the host contract "
+                                   f"addrsim knows (mha_bwd.cu)")
+        la = Launch(k, src.co.arch, src.code[k.symbol], pack_kernarg(k, {n: v for n, v in args.items() if n in names}),
+                    stage_grid(st, self.env), (k.reqd_workgroup_size or (256, 1, 1))[0])
+        self._launch(la, st.path, st.role, k.symbol)
+
+    def _launch(self, la, path, role: str, symbol: str) -> None:
+        t0 = time.time()
+        try:
+            run_grid(la, self.mem)
+        except StrayStore as e:                 # the kernel writes past every tensor: a wrong result
+            self.fault = str(e) if role == "main" else f"the {role} kernel: {e}"
+        except EmuError as e:
+            raise NotEmulatedError(f"{path}: {e}")
+        dt = time.time() - t0
+        self.instructions += la.instructions
+        self.seconds += dt
+        self.stages.append({"stage": role, "kernel": symbol, "instructions": la.instructions,
+                            "seconds": round(dt, 2)})
+
+    def post(self, st, ref) -> None:
+        """The post-kernel: the accumulator to dQ in the layout; judges dQ."""
+        args = post_arguments(self.bases["dq"], self.bases["dq_out"], self.acc_strides,
+                              self.byte_strides("dq"), self.env)
+        self.stage(st, args, "dq")
+        self.outputs["dq"] = _judge(_f64(self.views["dq"], self.dtype), ref["dq"])
+
+    def main(self, k, src, prob, ms, scale: float, trace: Optional[str]) -> List[tuple]:
+        """The dQ/dK/dV kernel with the host contract's arguments; returns the trace."""
+        ptrs = {n: 0 for n, e in prob.kernargs.items() if any(x.kind == "ptr" for x in X.symbols(e).values())}
+        ptrs.update({buffer_pointer(ms, k, b): self.bases[b] for b in TENSORS})     # (sequence starts: null)
+        args = kernel_arguments(prob, self.env, ptrs)
+        names = {a.name for a in k.args}
+        args.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
+                     if n in names})
+        grid = tuple(int(X.evaluate(prob.grid_count[prob.grid[ax].name], self.env)) for ax in "xyz")
+        kept: List[tuple] = []
+        tptr = self.bases.get(trace) if trace else None
+        mem = self.mem
+        home = mem_owner(mem, tptr) if tptr is not None else None      # dQ's pointer may be the accumulator
+
+        def on_access(ids, wave, a):
+            if tptr is not None and a.lanes.any():
+                lo = int(a.address[a.lanes].min())
+                if lo >= tptr and lo - tptr < 1 << 36 and mem_owner(mem, lo) == home:
+                    for lane in np.nonzero(a.lanes)[0]:
+                        kept.append((a.pc, ids, wave, int(lane), int(a.address[lane]) - tptr, a.size, a.kind))
+        la = Launch(k, src.co.arch, src.code[k.symbol], pack_kernarg(k, {n: v for n, v in args.items() if n in names}),
+                    grid, (k.reqd_workgroup_size or (256, 1, 1))[0], on_access=on_access)
+        self._launch(la, k.symbol, "main", k.symbol)
+        return kept
+
+    def result(self, symbol: str, layout: str) -> RunResult:
+        shown = {v: n for v, n in self.env.items() if not v.startswith("total_")}
+        ok = all(o.ok for o in self.outputs.values()) and not self.fault
+        return RunResult(ok, symbol, layout, shown, self.outputs, self.instructions, round(self.seconds, 2),
+                         self.trace, self.fault, self.stages, self.not_compared)
 
 
 def _runnable_kernel(path, ms: ModelSet, like):
@@ -234,26 +383,6 @@ def _runnable_kernel(path, ms: ModelSet, like):
         raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window and group-mode kernels are not run yet "
                                f"(their reference needs the window and sequence starts: issue 37, a later step)")
     return src, k
-
-
-def _place(mem: Memory, lay, env, dims, ins, direct_dq: bool, ref, dtype: str = "bf16"):
-    """(bases, strided views, the reference's outputs): the inputs written through the layout's
-    strides, the reference ``ref(q, k, v, do)`` computed from what memory then holds (a view
-    whose heads share storage holds one of them), LSE and D from it, the outputs zeroed."""
-    bases, views = {}, {}
-    for b in ("q", "k", "v", "do"):
-        bases[b], views[b] = _strided(mem, b, lay, TENSORS[b][0], env, dims[b], np.uint16, ins[b])
-    out = ref(*(_f64(np.array(views[b]), dtype) for b in ("q", "k", "v", "do")))
-    for b, val in (("lse", out[0]), ("d", out[1])):
-        bases[b], views[b] = _strided(mem, b, lay, "lse", env, dims[b], np.float32, val.astype(np.float32))
-    for b in ("dk", "dv"):
-        bases[b], views[b] = _strided(mem, b, lay, b, env, dims[b], np.uint16)
-    if direct_dq:
-        bases["dq"], views["dq"] = _strided(mem, "dq", lay, "dq", env, dims["dq"], np.uint16)
-    else:
-        bases["dq"] = mem.alloc("dq", np.zeros(dims["dq"], dtype=np.float32))
-        views["dq"] = mem.view("dq", np.float32).reshape(dims["dq"])
-    return bases, views, out
 
 
 def mem_owner(mem: Memory, addr: int) -> Optional[str]:

@@ -120,18 +120,21 @@ def vsharp(words: List[int]) -> Buffer:
 
 
 @lru_cache(maxsize=None)
-def _range_check(ioff: int, size: int):
+def _range_check(ioff: int, size: int, idxen: bool):
     """The prover's MUBUF range check (:func:`addrsim.isa.memory.buffer_in_range`) over symbols,
-    for one instruction offset and access size."""
-    return buffer_in_range(Sym("index", 32), Sym("voff", 32), ioff, Sym("stride", 14), Sym("records", 32), size)
+    for one instruction offset, access size and idxen bit."""
+    return buffer_in_range(Sym("index", 32), Sym("voff", 32), ioff, Sym("stride", 14), Sym("records", 32), size,
+                           idxen)
 
 
 def buffer_addresses(buf: Buffer, vindex: np.ndarray, voffset: np.ndarray, soffset: int, ioff: int,
-                     size: int) -> Tuple[np.ndarray, np.ndarray]:
-    """(byte addresses, in range) per lane of a MUBUF access (uint64 and bool vectors)."""
+                     size: int, idxen: bool = True) -> Tuple[np.ndarray, np.ndarray]:
+    """(byte addresses, in range) per lane of a MUBUF access (uint64 and bool vectors);
+    ``idxen``: the instruction's bit (it selects the structured range check)."""
     if buf.swizzle or buf.add_tid:
         raise EmuError("swizzled or add_tid buffer addressing is not emulated yet")
     addr = (U64(buf.base) + U64(soffset) + U64(ioff) + voffset + vindex * U64(buf.stride)) & U64((1 << 64) - 1)
     env = {"index": vindex, "voff": voffset, "stride": U64(buf.stride), "records": U64(buf.num_records)}
-    ok = np.broadcast_to(np.asarray(vec(_range_check(ioff, size), env, {}, [0])), (len(vindex),)).astype(bool)
+    ok = np.broadcast_to(np.asarray(vec(_range_check(ioff, size, idxen), env, {}, [0])),
+                         (len(vindex),)).astype(bool)
     return addr, ok

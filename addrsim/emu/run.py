@@ -102,7 +102,8 @@ def _run_waves(launch: Launch, mem: Memory, waves: List[Wave], ids) -> None:
 def run_grid(launch: Launch, mem: Memory) -> int:
     """Place the kernarg segment and run every workgroup of the grid (z, then y, then x);
     returns the instructions executed."""
-    ptr = mem.alloc("kernarg", np.frombuffer(launch.kernarg, dtype=np.uint8))
+    name = "kernarg" if "kernarg" not in mem.blocks else f"kernarg.{len(mem.blocks)}"    # one per launch
+    ptr = mem.alloc(name, np.frombuffer(launch.kernarg, dtype=np.uint8))
     nx, ny, nz = launch.grid
     for z in range(nz):
         for y in range(ny):

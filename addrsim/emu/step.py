@@ -220,7 +220,8 @@ def _buffer(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
     buf = vsharp([int(w.s[r[1] + k]) for k in range(4)])
     index, voff = _vaddr(w, ins, vaddr)
     ioff = int(ins.modifier("offset") or 0)
-    addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, row.nbytes)
+    addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, row.nbytes,
+                                ins.modifier("idxen") is not None)
     if atomic:
         return _atomic_lanes(w, ins, mem, vdata, addr, w.active() & ok, _ATOMIC_ADD[normalize(ins.mnemonic)])
     return _transfer(w, ins, row, mem, vdata, addr, ok)
@@ -395,7 +396,8 @@ def _buffer_lds(w: Wave, ins: Instr, row: Row, mem: Memory) -> Access:
     buf = vsharp([int(w.s[r[1] + k]) for k in range(4)])
     index, voff = _vaddr(w, ins, vaddr)
     ioff = int(ins.modifier("offset") or 0)
-    addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, size)
+    addr, ok = buffer_addresses(buf, index, voff, w.scalar(soff, 32), ioff, size,
+                                ins.modifier("idxen") is not None)
     lanes = w.active() & ok
     data = mem.load(addr, size, lanes)
     base = (int(w.s[124]) & ((1 << (len(w.lds) - 1).bit_length()) - 1)) + ioff    # M0's LDS address bits

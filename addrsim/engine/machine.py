@@ -547,7 +547,7 @@ class Machine:
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
                                            stride, words[2], addr, self.lane_active(lane), lds, tuple(notes),
                                            size=size, in_range=buffer_in_range(index, voff, ioff, stride,
-                                                                               words[2], size)))
+                                                                               words[2], size, bool(idxen))))
         self._returned(ins, row, vdata)
         return "access"
 

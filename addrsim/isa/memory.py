@@ -41,13 +41,22 @@ def global_offset(imm: int) -> int:
     return imm - (1 << 13) if (1 << 12) <= imm < (1 << 13) else imm
 
 
-def buffer_in_range(index: Expr, voff: Expr, ioff: int, stride: Expr, num_records: Expr, size: int) -> Expr:
+def buffer_in_range(index: Expr, voff: Expr, ioff: int, stride: Expr, num_records: Expr, size: int,
+                    idxen: bool = True) -> Expr:
     """The MUBUF range check (MI300 ISA guide, "Buffer addressing": out-of-range loads
-    return 0 and stores are dropped): with a V# stride of 0 (raw buffer) the byte offset
-    vgpr_offset + inst_offset (the SGPR soffset is not checked) plus the access size must not
-    pass num_records; otherwise the record index must be below num_records.  A multi-dword
-    access is counted in range only when all of it is."""
+    return 0 and stores are dropped).  A structured access (the instruction's ``idxen`` set and a
+    V# stride other than 0) is in range when its record index is below num_records.  Otherwise
+    the buffer is raw: the byte offset vgpr_offset + inst_offset (the SGPR soffset is not
+    checked) plus the access size must not pass num_records.  On gfx9 and later (gfx942, gfx950)
+    idxen, not the stride alone, selects the structured check: a stride-4 V# read with ``offen``
+    only is checked in bytes (LLVM D50306, IntrinsicsAMDGPU.td: "the behavior of bound checking
+    and swizzling changes depending on whether idxen is set in the instruction"; D44401: "On
+    GFX9 IDXEN matters for interpretation of buffer sizes"; aiter's odo and dq kernels build such
+    V#s with num_records in bytes).  A multi-dword access is counted in range only when all of
+    it is."""
     off = X.add(X.add(X.zext(voff, 64), Const(ioff, 64)), Const(size, 64))
     raw = X.ule(off, X.zext(num_records, 64))
+    if not idxen:
+        return raw
     structured = X.ult(index, num_records)
     return X.ite(X.eq(stride, Const(0, stride.width)), raw, structured)
