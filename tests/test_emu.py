@@ -378,3 +378,40 @@ def test_every_instruction_of_both_corpora_has_semantics(corpus):
                 if why:
                     missing.setdefault(co.name, set()).add(f"{ins.mnemonic}: {why}")
     assert missing == {}
+
+
+def test_group_sequences_differ_in_length_and_pack():
+    """Group mode: sequence b is 24 rows shorter than b - 1 (at least 1); seqstart is the
+    packed prefix sum, total_q its last entry; seqlen_q stays the longest (the host's max)."""
+    from addrsim.emu.launch import group_starts
+    (sq, sk), env = group_starts({"batch": 3, "seqlen_q": 64, "seqlen_k": 30})
+    assert sq == [0, 64, 104, 120] and sk == [0, 30, 36, 37]
+    assert (env["total_q"], env["total_k"], env["seqlen_q"]) == (120, 37, 64)
+
+
+def test_a_pointer_wider_than_its_metadata_takes_the_padding_after_it():
+    """aiter e4048607's metadata lists ptr_seqstart_q as 4 bytes followed by padding; the
+    host's struct holds an 8-byte pointer there (mha_bwd.h): the value takes 8 bytes.  A value
+    with no padding to grow into does not fit: an error, never a silent truncation."""
+    from addrsim.loader.codeobj import KernelArg
+    from types import SimpleNamespace
+    args = [KernelArg("ptr_seqstart_q", 0, 4, "by_value"), KernelArg("pad", 4, 4, "by_value"),
+            KernelArg("pad", 8, 8, "by_value"), KernelArg("nhead_q", 16, 4, "by_value")]
+    k = SimpleNamespace(args=args, kernarg_segment_size=20, symbol="k")
+    raw = pack_kernarg(k, {"ptr_seqstart_q": 0x123_4567_89AB, "nhead_q": 3})
+    assert int.from_bytes(raw[0:8], "little") == 0x123_4567_89AB and raw[16] == 3
+    with pytest.raises(EmuError, match="does not fit"):
+        pack_kernarg(k, {"nhead_q": 1 << 40})
+
+
+@pytest.mark.slow
+def test_group_mode_kernel_is_right_with_sequences_of_different_lengths(corpus):
+    """The wheel's gfx942 causal a32 group kernel (sequence starts read from memory, packed
+    BHSD [nhead, total, hdim] strides, GQA 2:1), batch 3, seqlen_q 64: sequences of 64, 40
+    and 16 rows, each with its own causal mask; dQ from the fp32 accumulator [nhead_q, total_q,
+    hdim_q]; wrong slices name (batch, head) per sequence."""
+    from addrsim.api import run
+    k = _wheel(corpus, "gfx942", "bwd_hd128_bf16_causal_a32_rtne_pssk_group")
+    rep = run(k, "bhsd", {"batch": 3, "nhead_q": 2, "nhead_k": 1, "seqlen_q": 64, "seqlen_k": 64})
+    assert rep["ok"], rep["outputs"]
+    assert set(rep["outputs"]) == {"dq", "dk", "dv"}

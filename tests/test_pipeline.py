@@ -137,3 +137,17 @@ def test_lse_shortcut_edited_back_splits_as_the_seed_says(tmp_path):
         assert set(rep["outputs"][b]["first_rows"].values()) == {0}
     assert run(lst, "bhsd", SHAPE, like=k)["ok"]
     assert run(lst, "sbhd", dict(SHAPE, batch=1), like=k)["ok"]
+
+
+@needs_corpus
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["bwd_hd128_bf16_a16_psskddv_group", "bwd_hd128_bf16_causal_br_a32_psskddv_group"])
+def test_whole_pass_in_group_mode(kernel):
+    """Group mode on gfx950 (sequence starts for odo, main and the post-kernel; sequences of
+    different lengths, seqlen_k longer than seqlen_q for the bottom-right mask): D, dQ, dK, dV
+    right through odo_group and dq_shuffle_group / dq_convert_group."""
+    from addrsim.api import run
+    rep = run(CORPUS / "gfx950" / "fmha_v3_bwd" / f"{kernel}.co", "bshd",
+              dict(SHAPE, seqlen_k=192 if "causal_br" in kernel else 128, **HDIMS))
+    assert rep["ok"], rep["outputs"]
+    assert [s["stage"] for s in rep["stages"]][0] == "odo" and set(rep["outputs"]) == {"d", "dq", "dk", "dv"}

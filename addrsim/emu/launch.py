@@ -131,14 +131,15 @@ def reference(q, k, v, do, scale: float, mask: str = "", o=None):
             np.einsum("bhqk,bhqd->bhkd", dS, q) * scale, np.einsum("bhqk,bhqd->bhkd", P, do), O)
 
 
-def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=None):
+def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=None, mode: str = "batch"):
     """Allocate ``name`` for logical [batch, heads, rows, cols] ``dims`` with the layout's
-    element strides; returns (base address, a strided numpy view in logical order)."""
-    strides = [offset(lay, tensor, {d: 1}, shape) for d in ("batch", "head", "seq")][:len(dims) - 1] + [1]
+    element strides (``mode`` "group": the packed strides, dims [1, heads, total rows, cols],
+    no batch stride); returns (base address, a strided numpy view in logical order)."""
+    strides = [offset(lay, tensor, {d: 1}, shape, mode) for d in ("batch", "head", "seq")][:len(dims) - 1] + [1]
     if min(strides) < 0:
         raise InputError(lay.origin or "<layouts>", f"layout {lay.name}: {tensor} has a negative stride {strides}: "
                                                     f"not run (a GPU tensor view has none)")
-    if len(dims) == 3 and "seq" in lay.mode("batch").get(tensor, {}):
+    if len(dims) == 3 and "seq" in lay.mode(mode).get(tensor, {}):
         raise InputError(lay.origin or "<layouts>", f"layout {lay.name}: {tensor} rows are not contiguous")
     size = sum((n - 1) * st for n, st in zip(dims, strides)) + 1
     raw = np.zeros(size, dtype=dtype)
@@ -178,19 +179,22 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
     _shape_given(path, prob, shape)
     env = shape_env(prob, shape)
+    starts = None
+    if prob.mode == "group":
+        starts, env = group_starts(env)
     _in_domain(path, prob, env)
     consts = {n: e.value for n, e in prob.names.items() if isinstance(e, X.Const)}
     direct_dq = not consts.get("acc")          # no accumulator (acc 0): dQ written in place
     lay = layout_of(ms, layout)
     _small_enough(path, prob, env)
-    run = _Run(Memory(), env, lay, element_type(k.symbol), np.random.default_rng(seed))
+    run = _Run(Memory(), env, lay, element_type(k.symbol), np.random.default_rng(seed), starts)
     scale = 1.0 / np.sqrt(env["hdim_q"])
     ref = run.place_inputs(pipe is not None and pipe.pre is not None, lambda *t, o=None: reference(
         *t, scale, mask, o))
     if pipe is not None and pipe.pre is not None and stage in (None, "odo"):
         run.stage(pipe.pre, odo_arguments(run.bases, run.byte_strides("do"), run.byte_strides("do"),
-                                          run.byte_strides("lse", 4), env), "d")
-        run.outputs["d"] = _judge(run.views["d"].astype(np.float64)[..., None], ref["d"][..., None])
+                                          run.byte_strides("lse", 4), run.host_env()), "d")
+        run.judge("d", run.views["d"].astype(np.float64), ref["d"])
         if stage == "odo":
             return run.result(k.symbol if pipe.pre is None else pipe.pre.symbol, layout)
     else:
@@ -208,15 +212,15 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     else:
         got = run.views.get("dq")
         if direct_dq:
-            run.outputs["dq"] = _judge(_f64(got, run.dtype), ref["dq"])
+            run.judge("dq", _f64(got, run.dtype), ref["dq"])
         elif a32:                               # fp32 accumulator: the conversion is a cast (or --stage main)
-            run.outputs["dq"] = _judge(run.views["dq_acc"].astype(np.float64), ref["dq"])
+            run.judge("dq", run.views["dq_acc"].astype(np.float64), ref["dq"])
         else:
             run.not_compared["dq"] = ("the 16-bit accumulator is in the main kernel's own order; dQ is compared "
                                       "after the dq_shuffle post-kernel" + (" (run the whole pipeline)" if post else
                                                                             " (none beside this kernel)"))
     for b in ("dk", "dv"):
-        run.outputs[b] = _judge(_f64(run.views[b], run.dtype), ref[b])
+        run.judge(b, _f64(run.views[b], run.dtype), ref[b])
     run.trace = kept
     return run.result(k.symbol, layout)
 
@@ -237,8 +241,10 @@ class _Run:
     """The state of one run: memory, the shape, the layout, the element type, the placed
     tensors (bases and strided views) and the outputs judged so far."""
 
-    def __init__(self, mem: Memory, env, lay, dtype: str, rng):
+    def __init__(self, mem: Memory, env, lay, dtype: str, rng, starts=None):
         self.mem, self.env, self.lay, self.dtype, self.rng = mem, env, lay, dtype, rng
+        self.starts = starts                       # group mode: (seqstart_q, seqstart_k), else None
+        self.mode = "group" if starts else "batch"
         self.bases: Dict[str, int] = {}
         self.views: Dict[str, np.ndarray] = {}
         self.outputs: Dict[str, Output] = {}
@@ -246,13 +252,54 @@ class _Run:
         self.instructions, self.seconds, self.fault = 0, 0.0, ""
         self.trace: List[tuple] = []
         self.not_compared: Dict[str, str] = {}
-        env_ = env
-        self.dims = {b: (env_["batch"], env_[h], env_[r]) + ((env_[c],) if c else ())
+        rows = {"seqlen_q": "total_q", "seqlen_k": "total_k"} if starts else {}
+        self.dims = {b: (1 if starts else env["batch"], env[h], env[rows.get(r, r)]) + ((env[c],) if c else ())
                      for b, (_, h, r, c) in TENSORS.items()}
 
     def byte_strides(self, tensor: str, size: int = 2) -> Tuple[int, int, int]:
-        """(batch, head, row) strides in bytes of ``tensor``'s layout."""
-        return tuple(size * offset(self.lay, tensor, {d: 1}, self.env) for d in ("batch", "head", "seq"))
+        """(batch, head, row) strides in bytes of ``tensor``'s layout (group mode: the packed
+        strides, batch stride 0)."""
+        return tuple(size * offset(self.lay, tensor, {d: 1}, self.env, self.mode) for d in ("batch", "head", "seq"))
+
+    def host_env(self) -> Dict[str, int]:
+        """The shape as the host passes it to the pre- and post-kernels: in group mode
+        seqlen_q is the packed total (mha_bwd.cu 586), and the sequence-start pointers."""
+        env = dict(self.env)
+        if self.starts:
+            env["seqlen_q"] = env["total_q"]
+            env["seqstart_q"] = self.bases["seqstart_q"]
+        return env
+
+    def judge(self, name: str, got: np.ndarray, ref: np.ndarray) -> None:
+        """Judge output ``name`` (group mode: each sequence unpacked to [batch, head, rows]
+        so a wrong slice names its batch)."""
+        if got.ndim == 3:
+            got, ref = got[..., None], ref[..., None]
+        if self.starts:
+            st = self.starts[0] if TENSORS[name][2] == "seqlen_q" else self.starts[1]
+            got, ref = _unpack(got, st), _unpack(ref, st)
+        self.outputs[name] = _judge(got, ref)
+
+    def _alloc(self, name: str, tensor: str, dims, dtype, data=None):
+        return _strided(self.mem, name, self.lay, tensor, self.env, dims, dtype, data, self.mode)
+
+    def _reference(self, ref, args, o):
+        """The reference's outputs by name: batch mode at once; group mode per sequence, each
+        with its own lengths (and mask), packed back into [1, heads, total, cols]."""
+        names = ("lse", "d", "dq", "dk", "dv", "o")
+        if not self.starts:
+            return dict(zip(names, ref(*args, o=o)))
+        q, k, v, do = args
+        sq, sk = self.starts
+        out = {"lse": np.zeros(q.shape[:3]), "d": np.zeros(q.shape[:3]), "dq": np.zeros(q.shape),
+               "dk": np.zeros(k.shape[:1] + q.shape[1:2] + k.shape[2:]),
+               "dv": np.zeros(v.shape[:1] + q.shape[1:2] + v.shape[2:]), "o": np.zeros(do.shape)}
+        for b in range(len(sq) - 1):
+            rq, rk = slice(sq[b], sq[b + 1]), slice(sk[b], sk[b + 1])
+            part = ref(q[:, :, rq], k[:, :, rk], v[:, :, rk], do[:, :, rq], o=None if o is None else o[:, :, rq])
+            for n, val in zip(names, part):
+                out[n][:, :, rk if n in ("dk", "dv") else rq] = val
+        return out
 
     def place_inputs(self, with_o: bool, ref):
         """Q, K, V, dO (and O, with dO's strides, for the odo kernel) on random values, LSE from
@@ -260,21 +307,22 @@ class _Run:
         holds (D from the O in memory when O is placed)."""
         ins = {b: _encode(self.rng.standard_normal(self.dims[b]), self.dtype) for b in ("q", "k", "v", "do")}
         for b in ("q", "k", "v", "do"):
-            self.bases[b], self.views[b] = _strided(self.mem, b, self.lay, TENSORS[b][0], self.env, self.dims[b],
-                                                    np.uint16, ins[b])
+            self.bases[b], self.views[b] = self._alloc(b, TENSORS[b][0], self.dims[b], np.uint16, ins[b])
         args = [_f64(np.array(self.views[b]), self.dtype) for b in ("q", "k", "v", "do")]
         o = None
         if with_o:
-            exact = ref(*args)[5]
-            self.bases["o"], self.views["o"] = _strided(self.mem, "o", self.lay, "do", self.env, self.dims["do"],
-                                                        np.uint16, _encode(exact, self.dtype))
+            exact = self._reference(ref, args, None)["o"]
+            self.bases["o"], self.views["o"] = self._alloc("o", "do", self.dims["do"], np.uint16,
+                                                           _encode(exact, self.dtype))
             o = _f64(np.array(self.views["o"]), self.dtype)
-        out = dict(zip(("lse", "d", "dq", "dk", "dv", "o"), ref(*args, o=o)))
+        out = self._reference(ref, args, o)
         for b, val in (("lse", out["lse"]), ("d", np.zeros_like(out["d"]))):
-            self.bases[b], self.views[b] = _strided(self.mem, b, self.lay, "lse", self.env, self.dims[b],
-                                                    np.float32, val.astype(np.float32))
+            self.bases[b], self.views[b] = self._alloc(b, "lse", self.dims[b], np.float32, val.astype(np.float32))
         for b in ("dk", "dv"):
-            self.bases[b], self.views[b] = _strided(self.mem, b, self.lay, b, self.env, self.dims[b], np.uint16)
+            self.bases[b], self.views[b] = self._alloc(b, b, self.dims[b], np.uint16)
+        if self.starts:
+            for n, st in zip(("seqstart_q", "seqstart_k"), self.starts):
+                self.bases[n] = self.mem.alloc(n, np.asarray(st, dtype=np.int32))
         return out
 
     def alloc_dq(self, direct: bool, post, a32: bool) -> None:
@@ -282,13 +330,12 @@ class _Run:
         accumulator where the main kernel adds into one: the host's shape (pipeline.acc_layout)
         with a post-kernel, else fp32 [batch, nhead_q, seqlen_q, hdim_q] (the wheel's)."""
         if direct or post is not None:
-            self.bases["dq_out"], self.views["dq"] = _strided(self.mem, "dq", self.lay, "dq", self.env,
-                                                              self.dims["dq"], np.uint16)
+            self.bases["dq_out"], self.views["dq"] = self._alloc("dq", "dq", self.dims["dq"], np.uint16)
         if direct:
             self.bases["dq"] = self.bases["dq_out"]
             return
         if post is not None:
-            size, dims, strides = acc_layout(a32, self.env)
+            size, dims, strides = acc_layout(a32, self.env, bool(self.starts))
             self.acc_strides = strides
             raw = np.zeros(dims, dtype=np.float32 if size == 4 else np.uint16)
         else:
@@ -328,14 +375,15 @@ class _Run:
     def post(self, st, ref) -> None:
         """The post-kernel: the accumulator to dQ in the layout; judges dQ."""
         args = post_arguments(self.bases["dq"], self.bases["dq_out"], self.acc_strides,
-                              self.byte_strides("dq"), self.env)
+                              self.byte_strides("dq"), self.host_env())
         self.stage(st, args, "dq")
-        self.outputs["dq"] = _judge(_f64(self.views["dq"], self.dtype), ref["dq"])
+        self.judge("dq", _f64(self.views["dq"], self.dtype), ref["dq"])
 
     def main(self, k, src, prob, ms, scale: float, trace: Optional[str]) -> List[tuple]:
         """The dQ/dK/dV kernel with the host contract's arguments; returns the trace."""
         ptrs = {n: 0 for n, e in prob.kernargs.items() if any(x.kind == "ptr" for x in X.symbols(e).values())}
-        ptrs.update({buffer_pointer(ms, k, b): self.bases[b] for b in TENSORS})     # (sequence starts: null)
+        ptrs.update({buffer_pointer(ms, k, b): self.bases[b] for b in TENSORS})
+        ptrs.update({a: self.bases[s.name] for a, s in prob.arrays.items() if s.name in self.bases})   # group mode
         args = kernel_arguments(prob, self.env, ptrs)
         names = {a.name for a in k.args}
         args.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
@@ -364,6 +412,32 @@ class _Run:
                          self.trace, self.fault, self.stages, self.not_compared)
 
 
+GROUP_STEP = 24
+"""Group mode: sequence b is GROUP_STEP rows shorter than sequence b - 1 (at least 1 row), so
+the sequences differ in length and none but the first is a multiple of a tile."""
+
+
+def group_starts(env: Dict[str, int]):
+    """((seqstart_q, seqstart_k), env with total_q/total_k) for group mode: sequence b has
+    max(1, seqlen - GROUP_STEP*b) query and key rows (seqlen_q/seqlen_k are the longest, as
+    the host's max_seqlen)."""
+    out, env = [], dict(env)
+    for which in ("q", "k"):
+        lens = [max(1, env[f"seqlen_{which}"] - GROUP_STEP * b) for b in range(env["batch"])]
+        out.append([0] + np.cumsum(lens).tolist())
+        env[f"total_{which}"] = out[-1][-1]
+    return (out[0], out[1]), env
+
+
+def _unpack(packed: np.ndarray, starts) -> np.ndarray:
+    """[1, heads, total, cols] -> [batch, heads, longest, cols], zero past each sequence."""
+    lens = np.diff(starts)
+    out = np.zeros((len(lens), packed.shape[1], int(lens.max()), packed.shape[3]))
+    for b in range(len(lens)):
+        out[b, :, :lens[b]] = packed[0, :, starts[b]:starts[b + 1]]
+    return out
+
+
 def _runnable_kernel(path, ms: ModelSet, like):
     """(source, kernel) of a dQ/dK/dV kernel the emulator runs.  Raises InputError (no kernel),
     UnmodelledError (no family), NotEmulatedError (a pipeline stage, sliding-window or group
@@ -379,9 +453,9 @@ def _runnable_kernel(path, ms: ModelSet, like):
         raise NotEmulatedError(f"{path}: kernel {k.symbol} has no pointer argument for {', '.join(missing)}: not a "
                                f"dQ/dK/dV kernel (a pipeline stage such as odo or dq_shuffle runs with --stage, "
                                f"not yet: issue 37)")
-    if "swa" in k.symbol or "group" in k.symbol:
-        raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window and group-mode kernels are not run yet "
-                               f"(their reference needs the window and sequence starts: issue 37, a later step)")
+    if "swa" in k.symbol:
+        raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window kernels are not run yet (their "
+                               f"reference needs the window sizes: issue 37, a later step)")
     return src, k
 
 
@@ -412,7 +486,9 @@ def _shape_given(path, prob, shape) -> None:
         if n in prob.fixed and prob.fixed[n] != v:
             raise InputError("--shape", f"{n}={v}, but family {prob.family} fixes {n} = {prob.fixed[n]}")
         if n.startswith("total_"):
-            raise InputError("--shape", f"{n} is a group-mode size; this run is batch mode")
+            raise InputError("--shape", f"{n} is not given: " + (
+                f"in group mode the run picks each sequence's length from seqlen_q/seqlen_k (the longest) and "
+                f"packs them" if prob.mode == "group" else "it is a group-mode size; this run is batch mode"))
 
 
 def _small_enough(path, prob, env) -> None:

@@ -112,10 +112,15 @@ def find_pipeline(main: Path, arch: str) -> Optional[Pipeline]:
     return Pipeline(pre, post, row)
 
 
-def acc_layout(a32: bool, env: Dict[str, int]) -> Tuple[int, Tuple[int, int, int, int], Tuple[int, int, int]]:
+def acc_layout(a32: bool, env: Dict[str, int], group: bool = False
+               ) -> Tuple[int, Tuple[int, int, int, int], Tuple[int, int, int]]:
     """(element bytes, dims [batch, nhead_q, rows, cols], byte strides (batch, head, row)) of
-    the dQ accumulator (mha_bwd.cu 592-611; batch stride 0 at batch 1)."""
+    the dQ accumulator (mha_bwd.cu 592-611; batch stride 0 at batch 1).  Group mode: fp32
+    [1, nhead_q, total_q, hdim_q] (one batch of packed rows), 16-bit per sequence as in batch
+    mode with the longest sequence's rows."""
     B, H, S, hd = env["batch"], env["nhead_q"], env["seqlen_q"], env["hdim_q"]
+    if group and a32:
+        B, S = 1, env["total_q"]
     size = 4 if a32 else 2
     rows, cols = (S, hd) if a32 else (-(-S // 16) * 16, 192 if hd == 192 else 128)
     batch = 0 if B == 1 else H * rows * cols * size
@@ -125,11 +130,13 @@ def acc_layout(a32: bool, env: Dict[str, int]) -> Tuple[int, Tuple[int, int, int
 def odo_arguments(ptrs: Dict[str, int], o: Tuple[int, int, int], do: Tuple[int, int, int],
                   d: Tuple[int, int, int], env: Dict[str, int]) -> Dict[str, int]:
     """The odo kernel's arguments by its metadata names: pointers ``ptrs`` (O, dO, D), byte
-    strides (batch, head, row) of O, dO and D (mha_bwd.cu 71-91)."""
+    strides (batch, head, row) of O, dO and D (mha_bwd.cu 71-91); ``env``: seqlen_q as the host
+    passes it (group mode: the packed total) and ``seqstart_q``, the sequence starts' address
+    (group mode; 0 in batch mode)."""
     return {"O": ptrs["o"], "dO": ptrs["do"], "D": ptrs["d"],
             "Hs_o": o[1], "BAs_o": o[0], "Seqs_o": o[2], "Hs_do": do[1], "BAs_do": do[0], "Seqs_do": do[2],
             "Hs_d": d[1], "BAs_d": d[0], "Seqs_d": 4, "seqlen_q": env["seqlen_q"], "head_dim": env["hdim_q"],
-            "ptr_seqstart_q": 0, "ptr_seqstart_q_padded": 0}
+            "ptr_seqstart_q": env.get("seqstart_q", 0), "ptr_seqstart_q_padded": env.get("seqstart_q", 0)}
 
 
 def post_arguments(acc_ptr: int, dq_ptr: int, acc: Tuple[int, int, int], dq: Tuple[int, int, int],
@@ -137,7 +144,8 @@ def post_arguments(acc_ptr: int, dq_ptr: int, acc: Tuple[int, int, int], dq: Tup
     """The dq_convert / dq_shuffle arguments by their metadata names (mha_bwd.cu 714-728)."""
     return {"dQ_acc": acc_ptr, "dQ": dq_ptr, "Hs_dQ_acc": acc[1], "BAs_dQ_acc": acc[0], "Seqs_dQ_acc": acc[2],
             "Hs_dQ": dq[1], "BAs_dQ": dq[0], "Seqs_dQ": dq[2], "seqlen_q": env["seqlen_q"],
-            "head_dim": env["hdim_q"], "ptr_seqstart_q": 0, "ptr_seqstart_q_padded": 0}
+            "head_dim": env["hdim_q"], "ptr_seqstart_q": env.get("seqstart_q", 0),
+            "ptr_seqstart_q_padded": env.get("seqstart_q", 0)}
 
 
 def stage_grid(stage: Stage, env: Dict[str, int]) -> Tuple[int, int, int]:

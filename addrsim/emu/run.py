@@ -114,13 +114,23 @@ def run_grid(launch: Launch, mem: Memory) -> int:
 
 def pack_kernarg(kernel: Kernel, values: Dict[str, int]) -> bytes:
     """The kernarg segment of ``kernel`` with each named argument's value at its metadata
-    offset and size (little-endian; unnamed bytes 0).  Raises EmuError for a value that
-    names no argument."""
+    offset and size (little-endian; unnamed bytes 0).  A value wider than its metadata size
+    (a 64-bit sequence-start pointer that the 2026 metadata lists as 4 bytes, followed by
+    padding: the host's struct holds an 8-byte ``const void*`` there, aiter mha_bwd.h 250-258,
+    308-311) takes the padding bytes that follow, up to 8.  Raises EmuError for a value that
+    names no argument or does not fit."""
     out = bytearray(kernel.kernarg_segment_size)
     byname = {a.name: a for a in kernel.args}
+    named = sorted(a.offset for a in kernel.args if a.name != "pad")
     for name, v in values.items():
         if name not in byname:
             raise EmuError(f"kernel {kernel.symbol} has no argument {name!r}")
         a = byname[name]
-        out[a.offset:a.offset + a.size] = (v & ((1 << (8 * a.size)) - 1)).to_bytes(a.size, "little")
+        size = a.size
+        if v >> (8 * size) and v >= 0:
+            room = min([o for o in named if o > a.offset] + [len(out)]) - a.offset
+            size = min(8, room)
+            if v >> (8 * size):
+                raise EmuError(f"kernel {kernel.symbol}: argument {name} = {v:#x} does not fit its {a.size} bytes")
+        out[a.offset:a.offset + size] = (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
     return bytes(out)
