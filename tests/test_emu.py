@@ -415,3 +415,37 @@ def test_group_mode_kernel_is_right_with_sequences_of_different_lengths(corpus):
     rep = run(k, "bhsd", {"batch": 3, "nhead_q": 2, "nhead_k": 1, "seqlen_q": 64, "seqlen_k": 64})
     assert rep["ok"], rep["outputs"]
     assert set(rep["outputs"]) == {"dq", "dk", "dv"}
+
+
+def test_window_coordinates_are_cks():
+    """CK's make_generic_attention_mask_coordinates_from_lr_window: top-left (y, x) = (left + 1,
+    right + 1), -1 is unlimited; bottom-right shifts both by seqlen_k - seqlen_q.  Key j is seen
+    by query row i when i - y + 1 <= j < i + x."""
+    from addrsim.emu.launch import _allowed, window_coordinates
+    assert window_coordinates(32, 16, 192, 192) == (33, 17)
+    assert window_coordinates(-1, 0, 100, 150) == (100, 1)                   # causal top-left
+    assert window_coordinates(-1, 0, 100, 150, top_left=False) == (150 - 50, 51)
+    a = _allowed(window_coordinates(2, 1, 6, 6), 6, 6)
+    assert a[3].tolist() == [False, True, True, True, True, False]
+    assert np.array_equal(_allowed(window_coordinates(-1, 0, 5, 5), 5, 5), _allowed("top_left", 5, 5))
+
+
+@pytest.mark.slow
+def test_sliding_window_kernel_is_right_with_its_window(corpus, capsys):
+    """The wheel's gfx942 swa a32 kernel, BHSD, batch 1, nhead 2, seqlen 192, window (32, 16):
+    mask_y/mask_x passed as the host computes them; right against the windowed reference,
+    which differs from the causal one by far more than the tolerance.  Without --window the
+    run is bad input (exit 3)."""
+    from addrsim.api import run
+    from addrsim.commands.cli import main
+    from addrsim.emu.launch import TOLERANCE, reference, window_coordinates
+    k = _wheel(corpus, "gfx942", "bwd_hd128_bf16_swa_a32_rtne_psskddv")
+    shape = dict(SHAPE, batch=1, seqlen_q=192, seqlen_k=192, **HDIMS)
+    rep = run(k, "bhsd", shape, window=(32, 16))
+    assert rep["ok"], rep["outputs"]
+    q, kk, v, do = (np.random.default_rng(2).standard_normal((1, 1, 192, 16)) for _ in range(4))
+    win, causal = reference(q, kk, v, do, 0.25, window_coordinates(32, 16, 192, 192)), reference(q, kk, v, do, 0.25,
+                                                                                               "top_left")
+    assert np.abs(win[2] - causal[2]).max() > 10 * TOLERANCE * np.abs(causal[2]).max()
+    assert main(["run", str(k), "--shape", "nhead_q=1,seqlen_q=192,hdim_q=128,hdim_v=128"]) == 3
+    assert "give --window LEFT,RIGHT" in capsys.readouterr().err

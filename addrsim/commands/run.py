@@ -2,7 +2,8 @@
 with a float64 reference (issue 37).
 
     addrsim run KERNEL.co|LISTING [--like K.co] --layout L --shape batch=2,nhead_q=2,seqlen_q=128
-                [--seed N] [--stage odo|main|post] [--json FILE] [--trace BUFFER] [--model F] [--layouts F]
+                [--seed N] [--stage odo|main|post] [--window L,R] [--json FILE] [--trace BUFFER] [--model F]
+                [--layouts F]
 
 Prints, per output (D, dQ, dK, dV), the largest absolute and relative error and the (batch,
 head) slices that are wrong with their first wrong row, and the kernels of the pipeline that
@@ -37,6 +38,18 @@ def shape_arg(text: str):
     return out
 
 
+def window_arg(text: str):
+    """LEFT,RIGHT (keys before and after the diagonal; -1 unlimited) -> (int, int)."""
+    parts = text.split(",")
+    try:
+        left, right = (int(p) for p in parts)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected LEFT,RIGHT (integers, -1 unlimited), got {text!r}") from None
+    if min(left, right) < -1:
+        raise argparse.ArgumentTypeError(f"window sizes are -1 (unlimited) or at least 0, got {text!r}")
+    return left, right
+
+
 def register(sub) -> None:
     p = sub.add_parser("run", help="run the kernel on the virtual MI300 and compare dQ, dK, dV with a reference")
     p.add_argument("kernel", metavar="KERNEL.co|LISTING")
@@ -50,6 +63,8 @@ def register(sub) -> None:
     p.add_argument("--stage", choices=("odo", "main", "post"),
                    help="run one kernel of the pipeline on reference inputs: odo (D), main (dQ/dK/dV with the "
                         "reference D), post (dQ from the reference accumulator)")
+    p.add_argument("--window", type=window_arg, metavar="LEFT,RIGHT",
+                   help="a sliding-window kernel's window: keys before and after the diagonal (-1 unlimited)")
     p.add_argument("--trace", metavar="BUFFER", help="keep every access of BUFFER (q, k, v, do, dq, dk, dv, lse, d)")
     p.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     p.add_argument("--layouts", action="append", default=[], metavar="FILE.yaml", help="user layouts file")
@@ -62,7 +77,8 @@ def run(args) -> int:
     try:
         check_outputs(args, (("json", "--json"),))
         rep = run_api(args.kernel, args.layout, shape, models=load_models(list(args.model) + list(args.layouts)),
-                      seed=args.seed, like=args.like, trace=args.trace, stage=args.stage)
+                      seed=args.seed, like=args.like, trace=args.trace, stage=args.stage,
+                      window=args.window)
     except AddrsimError as e:
         sys.stderr.write(f"addrsim: {e}\n")
         return e.exit_code

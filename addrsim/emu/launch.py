@@ -103,21 +103,40 @@ def element_type(symbol: str) -> str:
     return m.group(1)
 
 
-def reference(q, k, v, do, scale: float, mask: str = "", o=None):
+def window_coordinates(left: int, right: int, seqlen_q: int, seqlen_k: int, top_left: bool = True) -> Tuple[int, int]:
+    """(mask_y, mask_x) of a sliding window of ``left`` keys before and ``right`` after the
+    diagonal (-1: unlimited), as the host passes them: CK's
+    make_generic_attention_mask_coordinates_from_lr_window (ck_tile block_masking.hpp 608-628,
+    called by the wheel's codegen.py G2:913 and mha_bwd.cu 670)."""
+    left = (seqlen_q - 1 if top_left else seqlen_k - 1) if left < 0 else left
+    right = (seqlen_k - 1 if top_left else seqlen_q - 1) if right < 0 else right
+    return (1 + left + (0 if top_left else seqlen_q - seqlen_k), 1 + right + (0 if top_left else seqlen_k - seqlen_q))
+
+
+def _allowed(mask, sq: int, sk: int) -> np.ndarray:
+    """[sq, sk] keys each query row sees: "top_left" (j <= i), "bottom_right" (j <= i + sk -
+    sq), or CK's (y, x) window: i - y + 1 <= j < i + x (block_masking.hpp IsOutOfBound)."""
+    i, j = np.arange(sq)[:, None], np.arange(sk)[None, :]
+    if mask == "top_left":
+        return j <= i
+    if mask == "bottom_right":
+        return j <= i + sk - sq
+    y, x = mask
+    return (j >= i - y + 1) & (j < i + x)
+
+
+def reference(q, k, v, do, scale: float, mask="", o=None):
     """float64 attention backward, GQA (query head h reads key head h // ratio): (lse, D, dQ,
     dK, dV, O), dK and dV per query head.  Arrays are [batch, head, row, column].  ``mask``: ""
     (none), "top_left" (query row i sees keys j <= i) or "bottom_right" (j <= i + seqlen_k -
-    seqlen_q), aiter's causal masks (mha_bwd.cu compute_mask_coordinates); a row that sees no
-    key has P = 0.  ``o``: the forward output as the host holds it (rounded to the element
+    seqlen_q), aiter's causal masks, or a sliding window as CK's (mask_y, mask_x) coordinates
+    (:func:`window_coordinates`); a row that sees no key has P = 0.  ``o``: the forward output as the host holds it (rounded to the element
     type): D = rowsum(dO * o), as the odo kernel computes it; default the exact O."""
     ratio = q.shape[1] // k.shape[1]
     K, V = np.repeat(k, ratio, axis=1), np.repeat(v, ratio, axis=1)
     s = np.einsum("bhqd,bhkd->bhqk", q, K) * scale
     if mask:
-        sq, sk = q.shape[2], k.shape[2]
-        shift = 0 if mask == "top_left" else sk - sq
-        allowed = np.arange(sk)[None, :] <= np.arange(sq)[:, None] + shift
-        s = np.where(allowed, s, -np.inf)
+        s = np.where(_allowed(mask, q.shape[2], k.shape[2]), s, -np.inf)
     m = s.max(-1, keepdims=True)
     m = np.where(np.isfinite(m), m, 0.0)
     p = np.exp(s - m)
@@ -156,14 +175,17 @@ def _f32_bits(x: float) -> int:
 
 
 def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int = 0, like=None,
-               trace: Optional[str] = None, stage: Optional[str] = None) -> RunResult:
+               trace: Optional[str] = None, stage: Optional[str] = None,
+               window: Optional[Tuple[int, int]] = None) -> RunResult:
     """Run the kernel of ``path`` (a code object, or a listing with ``like``) in ``layout`` at
     ``shape`` (shape variables; the family's fixed sizes fill the rest) on random inputs and
     compare its outputs with :func:`reference`.  Where the routing csvs beside the kernel name
     a pipeline (:func:`addrsim.emu.pipeline.find_pipeline`: aiter e4048607's corpus), the odo
     pre-kernel computes D and the post-kernel converts the dQ accumulator, and D and the final
     dQ are compared too; ``stage`` ("odo", "main", "post") runs one kernel of it on reference
-    inputs instead.  ``trace``: a buffer whose every access of the main kernel is kept in
+    inputs instead.  ``window``: (left, right) of a sliding-window kernel (-1: unlimited; the
+    host's window_size_left/right, top-left aligned).  ``trace``: a buffer whose every access
+    of the main kernel is kept in
     ``RunResult.trace`` as (pc, workgroup ids, wave, lane, byte offset from the buffer's base,
     size, kind).  Raises InputError (a shape outside the kernel's domain, a layout the models
     lack), NotEmulatedError (group mode, sliding window, a stage the folder lacks, an
@@ -179,6 +201,13 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
     _shape_given(path, prob, shape)
     env = shape_env(prob, shape)
+    free = {}
+    if ("swa" in k.symbol) != (window is not None):
+        raise InputError("--window", f"kernel {k.symbol} " + ("is a sliding-window kernel: give --window LEFT,RIGHT"
+                                                              if window is None else "has no sliding window"))
+    if window is not None:
+        mask = window_coordinates(*window, env["seqlen_q"], env["seqlen_k"])
+        free = {"mask_y": mask[0], "mask_x": mask[1]}
     starts = None
     if prob.mode == "group":
         starts, env = group_starts(env)
@@ -206,7 +235,7 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
         run.views["dq_acc"][...] = ref["dq"].astype(np.float32)
         run.post(post, ref)
         return run.result(post.symbol, layout)
-    kept = run.main(k, src, prob, ms, scale, trace)
+    kept = run.main(k, src, prob, ms, scale, trace, free)
     if run.fault == "" and post is not None and stage is None:
         run.post(post, ref)
     else:
@@ -379,12 +408,14 @@ class _Run:
         self.stage(st, args, "dq")
         self.judge("dq", _f64(self.views["dq"], self.dtype), ref["dq"])
 
-    def main(self, k, src, prob, ms, scale: float, trace: Optional[str]) -> List[tuple]:
-        """The dQ/dK/dV kernel with the host contract's arguments; returns the trace."""
+    def main(self, k, src, prob, ms, scale: float, trace: Optional[str], free=None) -> List[tuple]:
+        """The dQ/dK/dV kernel with the host contract's arguments (``free``: the values of
+        arguments the contract leaves to the caller, such as a window's mask_x/mask_y);
+        returns the trace."""
         ptrs = {n: 0 for n, e in prob.kernargs.items() if any(x.kind == "ptr" for x in X.symbols(e).values())}
         ptrs.update({buffer_pointer(ms, k, b): self.bases[b] for b in TENSORS})
         ptrs.update({a: self.bases[s.name] for a, s in prob.arrays.items() if s.name in self.bases})   # group mode
-        args = kernel_arguments(prob, self.env, ptrs)
+        args = kernel_arguments(prob, self.env, ptrs, free)
         names = {a.name for a in k.args}
         args.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
                      if n in names})
@@ -453,9 +484,6 @@ def _runnable_kernel(path, ms: ModelSet, like):
         raise NotEmulatedError(f"{path}: kernel {k.symbol} has no pointer argument for {', '.join(missing)}: not a "
                                f"dQ/dK/dV kernel (a pipeline stage such as odo or dq_shuffle runs with --stage, "
                                f"not yet: issue 37)")
-    if "swa" in k.symbol:
-        raise NotEmulatedError(f"{path}: kernel {k.symbol}: sliding-window kernels are not run yet (their "
-                               f"reference needs the window sizes: issue 37, a later step)")
     return src, k
 
 
