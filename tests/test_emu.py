@@ -102,6 +102,28 @@ def test_valu_writes_only_exec_lanes_and_vopc_masks():
     assert np.array_equal(w.v[2], np.where(even & (lane < 10), lane + 5, 0))
 
 
+def test_fp32_denormals_follow_the_descriptors_mode():
+    """FLOAT_DENORM_MODE_32 0 (every fmha_v3_bwd kernel): a denormal source reads as 0 and a
+    denormal result is written as 0; mode 3 keeps both.  2**-130 + 2**-130 and 1.5 * 2**-126 -
+    2**-126 (a denormal difference of normal numbers)."""
+    text = """
+        v_add_f32_e32 v2, v0, v0                 // 000000000000: 00000000
+        v_sub_f32_e32 v3, v1, v4                 // 000000000004: 00000000
+    """
+    out = {}
+    for mode in (0, 3):
+        w = Wave(denorm32=mode)
+        w.v[0][:] = np.float32(2.0 ** -130).view(np.uint32)
+        w.v[1][:] = np.float32(1.5 * 2.0 ** -126).view(np.uint32)
+        w.v[4][:] = np.float32(2.0 ** -126).view(np.uint32)
+        w.set_mask(EXEC_LO, (1 << 64) - 1)
+        for ins in list(parse_listing(_wrap(text)).values())[0]:
+            step(w, ins, Memory())
+        out[mode] = (float(w.v[2].view(np.float32)[0]), float(w.v[3].view(np.float32)[0]))
+    assert out[0] == (0.0, 0.0)
+    assert out[3] == (2.0 ** -129, 2.0 ** -127)
+
+
 def test_buffer_range_checks_raw_and_structured():
     """Raw (stride 0): offset + size <= num_records; structured: index < num_records."""
     raw = vsharp([0x1000, 0, 16, 0])
@@ -449,3 +471,24 @@ def test_sliding_window_kernel_is_right_with_its_window(corpus, capsys):
     assert np.abs(win[2] - causal[2]).max() > 10 * TOLERANCE * np.abs(causal[2]).max()
     assert main(["run", str(k), "--shape", "nhead_q=1,seqlen_q=192,hdim_q=128,hdim_v=128"]) == 3
     assert "give --window LEFT,RIGHT" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_trace_agrees_with_the_provers_extracted_address_function(real_kernel):
+    """--trace lse at SBHD, batch 2, nhead 2, seqlen 128 (the README kernel): each workgroup's
+    lowest LSE offset, less workgroup (0, 0)'s, is what the prover's extracted address function
+    gives for that (batch_id, head_id) (AddressFunction.slice_offset: the shortcut's offsets,
+    not the layout's), and every access passes the V# range check the prover predicts."""
+    from addrsim.api import run
+    from addrsim.commands.crosscheck import AddressFunction
+    shape = dict(SHAPE, hdim_q=128, hdim_v=128)
+    rep = run(real_kernel, "sbhd", shape, trace="lse")
+    low = {}
+    for a in rep["trace"]:
+        x, h, b = a["workgroup"]
+        low[(b, h)] = min(low.get((b, h), 1 << 62), a["offset"])
+    af = AddressFunction(real_kernel, ["lse"])
+    for (b, h), off in low.items():
+        predicted, in_range = af.slice_offset("sbhd", "lse", shape, b, h)
+        assert in_range and off - low[(0, 0)] == predicted, (b, h, off, predicted)
+    assert low[(1, 0)] - low[(0, 0)] != 2 * 128 * 4       # the shortcut, not the layout's batch stride

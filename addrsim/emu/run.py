@@ -48,7 +48,7 @@ class Launch:
 def initial_wave(launch: Launch, kernarg_ptr: int, ids: Tuple[int, int, int], index: int) -> Wave:
     """Wave ``index`` of workgroup ``ids`` at the kernel's entry."""
     st = launch.kernel.initial_state(launch.arch)
-    w = Wave(index=index)
+    w = Wave(index=index, denorm32=launch.kernel.descriptor.float_denorm_mode_32)
     w.s[st.kernarg_sgpr], w.s[st.kernarg_sgpr + 1] = kernarg_ptr & 0xFFFFFFFF, kernarg_ptr >> 32
     for axis, reg in st.workgroup_id_sgpr.items():
         w.s[reg] = ids["xyz".index(axis)]

@@ -26,7 +26,7 @@ from addrsim.emu.memory import Memory, buffer_addresses, vsharp
 from addrsim.emu.wave import LANES, U64, EmuError, Wave, bits, to_mask
 from addrsim.ir.expr import Const, Sym, symbols
 from addrsim.isa.control import CONDITIONS
-from addrsim.isa.datapath import FLOAT, MFMA, dpp_source, permlane16_swap, pk_add_bf16, pk_add_f16, read_tr_b16
+from addrsim.isa.datapath import FLOAT, MFMA, dpp_source, f32_operands, flush_f32, permlane16_swap, pk_add_bf16, pk_add_f16, read_tr_b16
 from addrsim.isa.memory import global_offset
 from addrsim.isa.operands import VCC_LO, parse_register
 from addrsim.isa.table import Row, lookup, normalize, split_operands
@@ -135,7 +135,12 @@ def _valu(w: Wave, ins: Instr, row: Row) -> None:
     out_ops, in_ops = _operands(ins, sem, lookup(mn).reads_dst)
     vals = _inputs(w, sem, in_ops, ins)
     if data is not None:
+        src32, dst32 = f32_operands(mn)
+        if src32 and w.denorm32 in (0, 2):               # FLOAT_DENORM_MODE_32: flush sources
+            vals = [flush_f32(v) if t == "v32" else v for v, t in zip(vals, data.ins)]
         res = data.fn(*vals)
+        if dst32 and w.denorm32 in (0, 1):               # flush results
+            res = tuple(flush_f32(r) if t == "v32" else r for r, t in zip(res, data.outs))
     else:
         res = _alu_values(mn, sem, vals, ins)
     lanes = _write_lanes(w, ins)

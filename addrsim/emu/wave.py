@@ -54,6 +54,7 @@ class Wave:
     done: bool = False
     at_barrier: bool = False
     executed: int = 0        # instructions this wave has run
+    denorm32: int = 3        # the descriptor's FLOAT_DENORM_MODE_32 (0 flush in and out, 3 keep)
     lds: np.ndarray = field(default_factory=lambda: np.zeros(LDS_BYTES, dtype=np.uint8))   # the workgroup's, shared
 
     # ------------------------------------------------------------------ masks

@@ -18,8 +18,9 @@ elements per lane).  Float rows compute in numpy float32
 (round to nearest even, the MODE register's reset value); V_FMA_F32 is computed as a float64
 product and sum rounded once to float32 (the product of two float32 is exact in float64, the
 sum rounds twice in rare ties: documented, the tolerance of `addrsim run` covers it);
-denormals are kept (the fmha kernels' descriptors set FP32 denormal mode to "keep": the
-emulator reads the descriptor).
+binary32 denormals are flushed as the kernel descriptor's FLOAT_DENORM_MODE_32 says (every
+fmha_v3_bwd kernel: flush sources and results; :func:`flush_f32`, applied by the emulator;
+MFMA accumulation is not flushed).
 """
 from __future__ import annotations
 
@@ -93,6 +94,22 @@ row("v_cvt_f32_f16", "v32:v32")(lambda a: (_u(f16_to_f32(a & np.uint64(0xFFFF)))
 row("v_cvt_f32_bf16", "v32:v32")(lambda a: (_u(bf16_to_f32(a & np.uint64(0xFFFF))),))
 row("v_cmp_u_f32", "m:v32,v32")(lambda a, b: (np.isnan(_f(a)) | np.isnan(_f(b)),))
 row("v_cmp_o_f32", "m:v32,v32")(lambda a, b: (~(np.isnan(_f(a)) | np.isnan(_f(b))),))
+
+
+def flush_f32(x: np.ndarray) -> np.ndarray:
+    """binary32 bit patterns (uint64 lanes) with denormals replaced by a zero of their sign (the
+    MODE register's FP32 denormal flush)."""
+    x = np.asarray(x, dtype=np.uint64)
+    denorm = ((x & np.uint64(0x7F800000)) == 0) & ((x & np.uint64(0x007FFFFF)) != 0)
+    return np.where(denorm, x & np.uint64(0x80000000), x)
+
+
+def f32_operands(mn: str) -> Tuple[bool, bool]:
+    """(sources are binary32, result is binary32) of a float row: conversions from f16/bf16
+    read 16-bit sources; compares and packs to f16/bf16 write no binary32 result."""
+    src = "_f32" in mn and not mn.startswith(("v_cvt_f32_", "v_mov"))
+    dst = mn.startswith("v_cvt_f32_") or ("_f32" in mn and not mn.startswith(("v_cmp", "v_cvt_pk")))
+    return src, dst
 
 
 def dpp_source(modifiers) -> Tuple[np.ndarray, np.ndarray]:

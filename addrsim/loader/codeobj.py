@@ -64,6 +64,14 @@ class KernelDescriptor:
         return (self.rsrc2 >> 1) & 0x1F
 
     @property
+    def float_denorm_mode_32(self) -> int:
+        """COMPUTE_PGM_RSRC1 bits 17:16 (AMDGPUUsage "compute_pgm_rsrc1" for GFX6-GFX12,
+        FLOAT_DENORM_MODE_32): 0 flush source and destination denormals, 1 flush destination
+        only, 2 flush source only, 3 keep both.  Every fmha_v3_bwd kernel of the wheel and of
+        aiter e4048607 sets 0."""
+        return (self.rsrc1 >> 16) & 3
+
+    @property
     def workgroup_id_enabled(self) -> Tuple[bool, bool, bool]:
         return tuple(bool(self.rsrc2 >> b & 1) for b in (7, 8, 9))
 
