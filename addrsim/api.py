@@ -300,7 +300,7 @@ def exit_status(reports: List[dict]) -> int:
 
 def run(path, layout: str, shape: Dict[str, int], model_files: Sequence[str] = (), models: Optional[ModelSet] = None,
         seed: int = 0, like=None, trace: Optional[str] = None, stage: Optional[str] = None,
-        window=None) -> dict:
+        window=None, pointers: Optional[Dict[str, int]] = None) -> dict:
     """Run the kernel of ``path`` on the virtual MI300 (:mod:`addrsim.emu`) in ``layout`` at
     ``shape`` on random inputs (``seed``) and compare its dQ, dK and dV with the float64
     reference.  Returns ``{"ok": bool, "kernel", "layout", "shape", "outputs": {NAME: {"ok",
@@ -309,12 +309,13 @@ def run(path, layout: str, shape: Dict[str, int], model_files: Sequence[str] = (
     ``"trace"``: the accesses of buffer ``trace``), ``"stages"``: each kernel run (stage, kernel,
     instructions, seconds): the odo pre-kernel, the main kernel and the post-kernel where the
     routing csvs beside the kernel name them, or only ``stage`` ("odo", "main", "post") on
-    reference inputs; ``window``: (left, right) of a sliding-window kernel.  Raises InputError,
-    NotEmulatedError."""
+    reference inputs; ``window``: (left, right) of a sliding-window kernel; ``pointers``:
+    pointer argument -> the address its tensor is placed at (a counterexample's).  Raises
+    InputError, NotEmulatedError."""
     from dataclasses import asdict
     from addrsim.emu.launch import TOLERANCE, run_kernel
     ms = models or load_models(model_files)
-    r = run_kernel(path, layout, shape, ms, seed, like, trace, stage, window)
+    r = run_kernel(path, layout, shape, ms, seed, like, trace, stage, window, pointers)
     out = {"tool": "addrsim", "version": __version__, "ok": r.ok, "kernel": r.kernel, "layout": r.layout,
            "shape": r.shape, "outputs": {k: asdict(o) for k, o in r.outputs.items()},
            "instructions": r.instructions, "seconds": r.seconds, "tolerance": TOLERANCE, "fault": r.fault,

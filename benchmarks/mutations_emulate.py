@@ -1,7 +1,7 @@
 """The cross-check on the virtual MI300 for every buffer, not only LSE/D (issue 37, item 6):
 the mutation benchmark's wrong edits of the README kernel (benchmarks/mutations.py), each
 verified (address and bounds, BHSD and SBHD), and each counterexample the emulator can hold
-run at its own shape on the edited listing; plus every edit at a small shape (batch 2, nhead
+run at its own shape and its own pointers on the edited listing; plus every edit at a small shape (batch 2, nhead
 2, seqlen 128) in both layouts.
 
     python3 benchmarks/mutations_emulate.py KERNEL.co OUT.json
@@ -28,9 +28,9 @@ from mutations import EDITS, LAYOUTS, edit
 SMALL = {"batch": 2, "nhead_q": 2, "nhead_k": 2, "seqlen_q": 128, "seqlen_k": 128}
 
 
-def _runs(path, layout, shape, co):
+def _runs(path, layout, shape, co, pointers=None):
     try:
-        rep = run(path, layout, shape, like=co)
+        rep = run(path, layout, shape, like=co, pointers=pointers)
     except AddrsimError as e:
         return {"observed": "skipped", "reason": str(e).splitlines()[0].split(": ", 1)[-1]}
     wrong = sorted({tuple(s) for o in rep["outputs"].values() for s in o["wrong_slices"]})
@@ -60,7 +60,7 @@ def main(co: str, out: str) -> None:
                 row = {"edit": name, "buffer": c["buffer"], "layout": c["layout"], "check": c.get("property"),
                        "cause": c.get("cause"), "shape": x["shape"], "predicted": "fail",
                        "coords": [coords.get("batch_id"), coords.get("head_id")]}
-                row.update(_runs(p, c["layout"], x["shape"], co))
+                row.update(_runs(p, c["layout"], x["shape"], co, x.get("kernargs")))
                 if row["observed"] != "skipped":
                     row["agree"] = row["observed"] == "fail" and row["coords"] in row["wrong_slices"]
                 cases.append(row)

@@ -492,3 +492,34 @@ def test_trace_agrees_with_the_provers_extracted_address_function(real_kernel):
         predicted, in_range = af.slice_offset("sbhd", "lse", shape, b, h)
         assert in_range and off - low[(0, 0)] == predicted, (b, h, off, predicted)
     assert low[(1, 0)] - low[(0, 0)] != 2 * 128 * 4       # the shortcut, not the layout's batch stride
+
+
+def test_memory_places_a_tensor_at_a_given_address_and_refuses_overlaps():
+    mem = Memory()
+    a = mem.alloc("q", np.zeros(16, np.uint8), at=0x1000_FFFF_FFF0)
+    assert a == 0x1000_FFFF_FFF0 and mem.alloc("k", np.zeros(4, np.uint8)) < a
+    with pytest.raises(EmuError, match="overlaps"):
+        mem.alloc("v", np.zeros(32, np.uint8), at=0x1000_FFFF_FFE0)
+
+
+@pytest.mark.slow
+def test_a_dropped_carry_shows_at_the_counterexamples_own_pointer(real_kernel, tmp_path):
+    """benchmarks/mutations.py's "q: carry dropped" (0x2be8 s_addc_u32 -> s_add_u32): the
+    prover's counterexample is small (batch 1, nhead_q 2, nhead_k 1, seqlen 64) with Q placed at
+    0x1000fffff000; any base less than 16 KiB (head 1's offset) below a 4 GiB boundary makes head
+    1's Q cross it.  Placed at 0x1000ffffc000, the edited kernel is wrong exactly in slice (0, 1);
+    the unedited kernel is right there, and the edited one right at a 2 MiB-aligned base."""
+    import subprocess
+    import sys
+    sys.path.insert(0, str(EX.parent / "benchmarks"))
+    from mutations import edit
+    from addrsim.api import run
+    text = subprocess.run(["llvm-objdump-22", "-d", str(real_kernel)], capture_output=True, text=True,
+                          check=True).stdout
+    lst = tmp_path / "carry.s"
+    lst.write_text(edit(text, 0x2BE8, "s_addc_u32 s9, 0, s79", "s_add_u32 s9, 0, s79"))
+    shape = {"batch": 1, "nhead_q": 2, "nhead_k": 1, "seqlen_q": 64, "seqlen_k": 64}
+    rep = run(lst, "bhsd", shape, like=real_kernel, pointers={"Q": 0x1000FFFFC000})
+    assert not rep["ok"] and all(o["wrong_slices"] == [[0, 1]] for o in rep["outputs"].values())
+    assert run(real_kernel, "bhsd", shape, pointers={"Q": 0x1000FFFFC000})["ok"]
+    assert run(lst, "bhsd", shape, like=real_kernel)["ok"]       # 2 MiB-aligned placement: no carry to drop

@@ -76,6 +76,7 @@ class Case:
     why: str
     coords: Optional[Tuple[int, int]] = None
     buffers: Tuple[str, ...] = CXBUFFERS
+    pointers: Optional[Dict[str, int]] = None    # the counterexample's kernel arguments (its pointers)
 
 
 class AddressFunction:
@@ -309,18 +310,19 @@ def run(args) -> int:
         models = load_models(list(args.model))
         buffers = args.buffer or ["lse", "d"]
         for b in buffers:
-            if b not in ("lse", "d"):
-                raise InputError("--buffer", f"crosscheck reads LSE and D: {b!r} is not one of lse, d")
+            if b not in ("lse", "d") and not args.emulate:
+                raise InputError("--buffer", f"crosscheck reads LSE and D: {b!r} is not one of lse, d (every "
+                                             f"buffer with --emulate)")
         if args.cases < 1:
             raise InputError("--cases", "needs at least 1 case per layout")
         check_outputs(args, (("plot", "--plot"), ("plan_out", "--plan-out"), ("json", "--json")))
-        af = AddressFunction(args.file, buffers, models, like=args.like)
         layouts = args.layout or list(DEFAULT_LAYOUTS)
         for lay in layouts:
             if lay not in models.layouts:
                 raise InputError("--layout", f"unknown layout {lay!r}")
         if args.emulate:
-            return _emulated(args, af, models, layouts)
+            return _emulated(args, buffers, models, layouts)
+        af = AddressFunction(args.file, buffers, models, like=args.like)
         run = not args.plan_out
         try:
             if run:
@@ -376,12 +378,21 @@ def run(args) -> int:
     return 0 if rep["agree"] else 1
 
 
-def _emulated(args, af, models, layouts) -> int:
-    """``--emulate``: the cases run on the virtual MI300 (:mod:`addrsim.commands.emucheck`)."""
-    from addrsim.commands.emucheck import emulate_cases, format_emulated
+def _emulated(args, buffers, models, layouts) -> int:
+    """``--emulate``: the cases run on the virtual MI300 (:mod:`addrsim.commands.emucheck`):
+    LSE/D's cross-check cases, and for any other buffer its counterexamples and small shapes
+    (:func:`addrsim.commands.emucheck.verify_cases`)."""
+    from addrsim.commands.emucheck import emulate_cases, format_emulated, verify_cases
     say = lambda m: sys.stderr.write(f"addrsim: {m}\n")   # noqa: E731
-    cases = build_cases(af, args.file, layouts, max(args.cases, 10), like=args.like, timeout_ms=args.timeout,
-                        bounds=bounds_of(args) or None, progress=say)       # more cases: the small shapes run
+    cx = [b for b in buffers if b in CXBUFFERS]
+    others = [b for b in buffers if b not in CXBUFFERS]
+    cases = []
+    if cx:
+        af = AddressFunction(args.file, cx, models, like=args.like)
+        cases += build_cases(af, args.file, layouts, max(args.cases, 10), like=args.like, timeout_ms=args.timeout,
+                             bounds=bounds_of(args) or None, progress=say)  # more cases: the small shapes run
+    if others:
+        cases += verify_cases(args.file, others, layouts, models, like=args.like, progress=say)
     rep = emulate_cases(cases, args.file, models, like=args.like, progress=say)
     bad = emit(rep, args.json, lambda: format_emulated(rep))
     if bad is not None:

@@ -150,7 +150,8 @@ def reference(q, k, v, do, scale: float, mask="", o=None):
             np.einsum("bhqk,bhqd->bhkd", dS, q) * scale, np.einsum("bhqk,bhqd->bhkd", P, do), O)
 
 
-def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=None, mode: str = "batch"):
+def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=None, mode: str = "batch",
+             at: Optional[int] = None):
     """Allocate ``name`` for logical [batch, heads, rows, cols] ``dims`` with the layout's
     element strides (``mode`` "group": the packed strides, dims [1, heads, total rows, cols],
     no batch stride); returns (base address, a strided numpy view in logical order)."""
@@ -162,7 +163,7 @@ def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=
         raise InputError(lay.origin or "<layouts>", f"layout {lay.name}: {tensor} rows are not contiguous")
     size = sum((n - 1) * st for n, st in zip(dims, strides)) + 1
     raw = np.zeros(size, dtype=dtype)
-    base = mem.alloc(name, raw)
+    base = mem.alloc(name, raw, at)
     flat = mem.view(name, dtype)
     view = np.lib.stride_tricks.as_strided(flat, shape=dims, strides=[st * flat.itemsize for st in strides])
     if data is not None:
@@ -176,7 +177,7 @@ def _f32_bits(x: float) -> int:
 
 def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int = 0, like=None,
                trace: Optional[str] = None, stage: Optional[str] = None,
-               window: Optional[Tuple[int, int]] = None) -> RunResult:
+               window: Optional[Tuple[int, int]] = None, pointers: Optional[Dict[str, int]] = None) -> RunResult:
     """Run the kernel of ``path`` (a code object, or a listing with ``like``) in ``layout`` at
     ``shape`` (shape variables; the family's fixed sizes fill the rest) on random inputs and
     compare its outputs with :func:`reference`.  Where the routing csvs beside the kernel name
@@ -184,7 +185,9 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     pre-kernel computes D and the post-kernel converts the dQ accumulator, and D and the final
     dQ are compared too; ``stage`` ("odo", "main", "post") runs one kernel of it on reference
     inputs instead.  ``window``: (left, right) of a sliding-window kernel (-1: unlimited; the
-    host's window_size_left/right, top-left aligned).  ``trace``: a buffer whose every access
+    host's window_size_left/right, top-left aligned).  ``pointers``: kernel pointer argument ->
+    byte address to place that tensor at (a counterexample's kernargs; the others are placed
+    2 MiB apart from 2**40).  ``trace``: a buffer whose every access
     of the main kernel is kept in
     ``RunResult.trace`` as (pc, workgroup ids, wave, lane, byte offset from the buffer's base,
     size, kind).  Raises InputError (a shape outside the kernel's domain, a layout the models
@@ -216,7 +219,8 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     direct_dq = not consts.get("acc")          # no accumulator (acc 0): dQ written in place
     lay = layout_of(ms, layout)
     _small_enough(path, prob, env)
-    run = _Run(Memory(), env, lay, element_type(k.symbol), np.random.default_rng(seed), starts)
+    at = {b: pointers[buffer_pointer(ms, k, b)] for b in TENSORS if buffer_pointer(ms, k, b) in (pointers or {})}
+    run = _Run(Memory(), env, lay, element_type(k.symbol), np.random.default_rng(seed), starts, at)
     scale = 1.0 / np.sqrt(env["hdim_q"])
     ref = run.place_inputs(pipe is not None and pipe.pre is not None, lambda *t, o=None: reference(
         *t, scale, mask, o))
@@ -270,8 +274,9 @@ class _Run:
     """The state of one run: memory, the shape, the layout, the element type, the placed
     tensors (bases and strided views) and the outputs judged so far."""
 
-    def __init__(self, mem: Memory, env, lay, dtype: str, rng, starts=None):
+    def __init__(self, mem: Memory, env, lay, dtype: str, rng, starts=None, at=None):
         self.mem, self.env, self.lay, self.dtype, self.rng = mem, env, lay, dtype, rng
+        self.at = at or {}                         # buffer -> the byte address it must be placed at
         self.starts = starts                       # group mode: (seqstart_q, seqstart_k), else None
         self.mode = "group" if starts else "batch"
         self.bases: Dict[str, int] = {}
@@ -310,7 +315,11 @@ class _Run:
         self.outputs[name] = _judge(got, ref)
 
     def _alloc(self, name: str, tensor: str, dims, dtype, data=None):
-        return _strided(self.mem, name, self.lay, tensor, self.env, dims, dtype, data, self.mode)
+        try:
+            return _strided(self.mem, name, self.lay, tensor, self.env, dims, dtype, data, self.mode,
+                            self.at.get(name))
+        except EmuError as e:
+            raise InputError("pointers", str(e)) from None
 
     def _reference(self, ref, args, o):
         """The reference's outputs by name: batch mode at once; group mode per sequence, each

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -37,9 +37,18 @@ class Memory:
         self.stray_loads = 0           # lane loads that fell in no allocation (read as 0)
         self._last = None              # the allocation the last access fell in
 
-    def alloc(self, name: str, data: np.ndarray) -> int:
-        """Place ``data`` (any dtype; copied as bytes) and return its base byte address."""
+    def alloc(self, name: str, data: np.ndarray, at: Optional[int] = None) -> int:
+        """Place ``data`` (any dtype; copied as bytes) and return its base byte address: above
+        the last allocation, or at byte address ``at`` (a counterexample's pointer: memory is
+        sparse, so a tensor may sit just below a 4 GiB boundary).  Raises EmuError when ``at``
+        overlaps an allocation or passes 2**64."""
         raw = np.frombuffer(np.ascontiguousarray(data).tobytes(), dtype=np.uint8).copy()
+        if at is not None:
+            if at < 0 or at + len(raw) > 1 << 64 or any(b < at + len(r) and at < b + len(r_) for b, r_ in
+                                                         self.blocks.values() for r in (raw,)):
+                raise EmuError(f"{name} cannot be placed at {at:#x}: it overlaps another allocation")
+            self.blocks[name] = (at, raw)
+            return at
         base = self._next
         self.blocks[name] = (base, raw)
         self._next = base + (len(raw) + 64 + ALIGN - 1) // ALIGN * ALIGN + ALIGN
