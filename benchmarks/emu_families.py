@@ -3,6 +3,7 @@ each corpus folder, run in BHSD, BSHD and SBHD at a small shape, and the instruc
 semantics per kernel (none expected).
 
     python3 benchmarks/emu_families.py OUT.json FOLDER [FOLDER ...]
+    python3 benchmarks/emu_families.py --summary OUT.json > OUT.md
 
 FOLDER is an fmha_v3_bwd folder (the wheel's aiter_meta/hsa/<arch>/fmha_v3_bwd or aiter
 e4048607's hsa/<arch>/fmha_v3_bwd).  Shape: batch 2, nhead_q 2, seqlen 128 (seqlen_k 192 for
@@ -93,5 +94,40 @@ def main(out_path: str, folders) -> None:
     Path(out_path).write_text(json.dumps({"tool": "addrsim", "runs": rows}, indent=1) + "\n")
 
 
+def summary(path: str) -> str:
+    """The runs of OUT.json as a markdown table: one row per (folder, family), the three
+    layouts' results, the largest relative error, seconds and instructions per second."""
+    runs = json.loads(Path(path).read_text())["runs"]
+    rows, order = {}, []
+    for r in runs:
+        key = (r["folder"].split("/hsa/")[-1].replace("/fmha_v3_bwd", ""), "wheel" if "aiter_meta" in r["folder"]
+               else "e4048607", r["family"], r["kernel"])
+        if key not in rows:
+            order.append(key)
+        rows.setdefault(key, []).append(r)
+    out = ["| corpus | arch | family | kernel | BHSD | BSHD | SBHD | largest rel. err (right runs) | stages | s per run | "
+           "instr/s | without semantics |", "|" + "---|" * 12]
+    for key in order:
+        rs = rows[key]
+        arch, corpus, fam, kernel = key
+        res = {r.get("layout"): r["result"] for r in rs}
+        wrong = {r["layout"]: r.get("wrong_slices") for r in rs if r["result"] == "wrong"}
+        cell = lambda lay: (res.get(lay, rs[0]["result"]) if lay in res else rs[0]["result"]).split(":")[0] + (  # noqa
+            f" (slices {sorted({tuple(s) for v in wrong[lay].values() for s in v})})" if lay in wrong else "")
+        errs = [max(r["errors"].values()) for r in rs if r.get("errors") and r["result"] == "right"]
+        secs = [r["seconds"] for r in rs if "seconds" in r]
+        ips = [r["per_second"] for r in rs if "per_second" in r]
+        stages = next((r["stages"] for r in rs if r.get("stages")), [])
+        out.append(f"| {corpus} | {arch} | {fam} | {kernel} | {cell('bhsd')} | {cell('bshd')} | {cell('sbhd')} | "
+                   f"{max(errs):.2%} | " if errs else f"| {corpus} | {arch} | {fam} | {kernel} | {cell('bhsd')} | "
+                   f"{cell('bshd')} | {cell('sbhd')} | - | ")
+        out[-1] += (f"{'+'.join(stages) or '-'} | {min(secs):.1f}-{max(secs):.1f} | " if secs else "- | - | ") + (
+            f"{min(ips):,}-{max(ips):,} | " if ips else "- | ") + (", ".join(rs[0]["missing"]) or "none") + " |"
+    return "\n".join(out) + "\n"
+
+
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2:])
+    if sys.argv[1] == "--summary":
+        sys.stdout.write(summary(sys.argv[2]))
+    else:
+        main(sys.argv[1], sys.argv[2:])

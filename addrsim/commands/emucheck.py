@@ -42,6 +42,9 @@ def verify_cases(path, buffers, layouts, models, like=None, progress=None) -> li
     (batch_id, head_id); a layout where every check of the buffer is proved gets the
     :data:`SMALL` shapes, predicted "pass"."""
     from addrsim.commands.crosscheck import Case
+    from addrsim.loader.listing import load_source
+    from addrsim.model.models import buffer_pointer
+    kernel = load_source(path, like).co.kernels[0]
     out = []
     for lay in layouts:
         if progress:
@@ -55,8 +58,11 @@ def verify_cases(path, buffers, layouts, models, like=None, progress=None) -> li
                 x = c.get("counterexample")
                 if c["verdict"] == "counterexample" and x:
                     co = x.get("coords") or {}
-                    out.append(Case(k["kernel"], lay, x["shape"], "fail", f"counterexample of {b}/{lay} "
-                                    f"{c.get('property')} (cause {c.get('cause')})",
+                    why = f"counterexample of {b}/{lay} {c.get('property')} (cause {c.get('cause')})"
+                    if c.get("cause") in ("overflow", "allocation") and \
+                            buffer_pointer(models, kernel, b) not in (x.get("kernargs") or {}):
+                        why += "; no pointer in it"      # where the wrap lands depends on the allocation's base
+                    out.append(Case(k["kernel"], lay, x["shape"], "fail", why,
                                     (co.get("batch_id"), co.get("head_id")), (b,), x.get("kernargs")))
             if checks and all(c["verdict"] == "proved" for c in checks):
                 for sh in SMALL:
@@ -78,6 +84,11 @@ def emulate_cases(cases, path, models, like=None, progress=None) -> dict:
     for c in cases:
         row = {"layout": c.layout, "shape": c.shape, "predicted": c.predicted, "why": c.why,
                "coords": list(c.coords) if c.coords else None}
+        if c.why.endswith("; no pointer in it"):
+            row.update(observed="skipped", reason="the counterexample gives no pointer for the buffer, and whether "
+                                                  "its 32-bit wrap lands outside the allocation depends on it")
+            out.append(row)
+            continue
         if not _feasible(c.shape):
             row.update(observed="skipped", reason=f"more than {MAX_WORKGROUPS} workgroups or seqlen past "
                                                   f"{MAX_SEQLEN}: too large to emulate")

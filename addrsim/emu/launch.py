@@ -491,8 +491,9 @@ def _runnable_kernel(path, ms: ModelSet, like):
     missing = [b for b in TENSORS if buffer_pointer(ms, k, b) is None]
     if missing:
         raise NotEmulatedError(f"{path}: kernel {k.symbol} has no pointer argument for {', '.join(missing)}: not a "
-                               f"dQ/dK/dV kernel (a pipeline stage such as odo or dq_shuffle runs with --stage, "
-                               f"not yet: issue 37)")
+                               f"dQ/dK/dV kernel (an odo, dq_convert or dq_shuffle kernel runs as a stage of its main "
+                               f"kernel's pipeline, where the routing csvs beside it name it: run the main kernel, "
+                               f"or --stage)")
     return src, k
 
 
