@@ -52,7 +52,7 @@ def main(co: str, out: str) -> None:
             text = listing
             for pc, old, new in edits:
                 text = edit(text, pc, old, new)
-            p = Path(d) / f"{name.split(':')[0]}.s"
+            p = Path(d) / (name.split(":")[0].replace("/", "_") + ".s")
             p.write_text(text)
             rep = verify(p, bufs, LAYOUTS, like=co)
             for c in rep["kernels"][0]["checks"]:
