@@ -200,17 +200,10 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     src, k = _runnable_kernel(path, ms, like)
     pipe = find_pipeline(Path(like if like is not None else path), src.co.arch)
     _stage_available(path, pipe, stage)
-    mask = "bottom_right" if "causal_br" in k.symbol else "top_left" if "causal" in k.symbol else ""
     prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
     _shape_given(path, prob, shape)
     env = shape_env(prob, shape)
-    free = {}
-    if ("swa" in k.symbol) != (window is not None):
-        raise InputError("--window", f"kernel {k.symbol} " + ("is a sliding-window kernel: give --window LEFT,RIGHT"
-                                                              if window is None else "has no sliding window"))
-    if window is not None:
-        mask = window_coordinates(*window, env["seqlen_q"], env["seqlen_k"])
-        free = {"mask_y": mask[0], "mask_x": mask[1]}
+    mask, free = _mask(k.symbol, window, env)
     starts = None
     if prob.mode == "group":
         starts, env = group_starts(env)
@@ -243,19 +236,24 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     if run.fault == "" and post is not None and stage is None:
         run.post(post, ref)
     else:
-        got = run.views.get("dq")
-        if direct_dq:
-            run.judge("dq", _f64(got, run.dtype), ref["dq"])
-        elif a32:                               # fp32 accumulator: the conversion is a cast (or --stage main)
-            run.judge("dq", run.views["dq_acc"].astype(np.float64), ref["dq"])
-        else:
-            run.not_compared["dq"] = ("the 16-bit accumulator is in the main kernel's own order; dQ is compared "
-                                      "after the dq_shuffle post-kernel" + (" (run the whole pipeline)" if post else
-                                                                            " (none beside this kernel)"))
+        run.judge_dq(direct_dq, a32, post, ref["dq"])
     for b in ("dk", "dv"):
         run.judge(b, _f64(run.views[b], run.dtype), ref[b])
     run.trace = kept
     return run.result(k.symbol, layout)
+
+
+def _mask(symbol: str, window, env) -> Tuple[object, Dict[str, int]]:
+    """(the reference's mask, the arguments the host derives from it): causal top-left or
+    bottom-right from the kernel's name; a sliding-window kernel's (mask_y, mask_x) from
+    ``window``.  Raises InputError for a window missing or given to another kernel."""
+    if ("swa" in symbol) != (window is not None):
+        raise InputError("--window", f"kernel {symbol} " + ("is a sliding-window kernel: give --window LEFT,RIGHT"
+                                                            if window is None else "has no sliding window"))
+    if window is not None:
+        yx = window_coordinates(*window, env["seqlen_q"], env["seqlen_k"])
+        return yx, {"mask_y": yx[0], "mask_x": yx[1]}
+    return ("bottom_right" if "causal_br" in symbol else "top_left" if "causal" in symbol else ""), {}
 
 
 def _stage_available(path, pipe, stage) -> None:
@@ -409,6 +407,18 @@ class _Run:
         self.seconds += dt
         self.stages.append({"stage": role, "kernel": symbol, "instructions": la.instructions,
                             "seconds": round(dt, 2)})
+
+    def judge_dq(self, direct: bool, a32: bool, post, ref: np.ndarray) -> None:
+        """dQ where no post-kernel ran: in place (direct), the fp32 accumulator (the host's
+        conversion is a cast, or --stage main), or not compared (a 16-bit accumulator)."""
+        if direct:
+            self.judge("dq", _f64(self.views["dq"], self.dtype), ref)
+        elif a32:
+            self.judge("dq", self.views["dq_acc"].astype(np.float64), ref)
+        else:
+            self.not_compared["dq"] = ("the 16-bit accumulator is in the main kernel's own order; dQ is compared "
+                                       "after the dq_shuffle post-kernel" + (" (run the whole pipeline)" if post else
+                                                                             " (none beside this kernel)"))
 
     def post(self, st, ref) -> None:
         """The post-kernel: the accumulator to dQ in the layout; judges dQ."""
