@@ -99,3 +99,18 @@ def test_pinned_kernels_cover_every_family(corpus):
         fams.add((co.arch, choose_family(ms, co.kernels[0], co.arch)["name"]))
     pinned = {(n.split("/")[0], v["family"]) for n, v in PINNED["kernels"].items()}
     assert pinned == fams
+
+
+@pytest.mark.parametrize("symbol,family", [
+    ("_ZN5aiter32fmha_bwd_hd192_hd128_bf16_a16_psskE", "gfx950-hd192-hd128-a16"),        # the wheel's name
+    ("_ZN5aiter32fmha_bwd_hd192_128_bf16_a16_psskE", "gfx950-hd192-hd128-a16"),          # aiter e4048607's
+    ("_ZN5aiter42fmha_bwd_hd192_128_bf16_causal_br_a32_psskE", "gfx950-hd192-hd128-a32"),
+])
+def test_hd192_hd128_family_takes_both_namings(symbol, family):
+    """aiter e4048607 renamed gfx950's hdim 192/128 kernels hd192_128 (and added causal_br):
+    the same family models both (the emulator runs e4048607's right through odo and
+    dq_shuffle/dq_convert; LSE is proved)."""
+    from types import SimpleNamespace
+    from addrsim.model.models import choose_family, load_models
+    fam = choose_family(load_models(), SimpleNamespace(symbol=symbol), "gfx950")
+    assert fam is not None and fam["name"] == family
