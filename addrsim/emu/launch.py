@@ -218,7 +218,7 @@ def run_kernel(path, layout: str, shape: Dict[str, int], ms: ModelSet, seed: int
     ref = run.place_inputs(pipe is not None and pipe.pre is not None, lambda *t, o=None: reference(
         *t, scale, mask, o))
     if pipe is not None and pipe.pre is not None and stage in (None, "odo"):
-        run.stage(pipe.pre, odo_arguments(run.bases, run.byte_strides("do"), run.byte_strides("do"),
+        run.stage(pipe.pre, odo_arguments(run.bases, run.byte_strides(run.o_tensor()), run.byte_strides("do"),
                                           run.byte_strides("lse", 4), run.host_env()), "d")
         run.judge("d", run.views["d"].astype(np.float64), ref["d"])
         if stage == "odo":
@@ -293,6 +293,11 @@ class _Run:
         strides, batch stride 0)."""
         return tuple(size * offset(self.lay, tensor, {d: 1}, self.env, self.mode) for d in ("batch", "head", "seq"))
 
+    def o_tensor(self) -> str:
+        """The layout tensor O's strides come from: "o" where the layout gives O its own, else
+        "do" (O has dO's shape)."""
+        return "o" if "o" in self.lay.mode(self.mode) else "do"
+
     def host_env(self) -> Dict[str, int]:
         """The shape as the host passes it to the pre- and post-kernels: in group mode
         seqlen_q is the packed total (mha_bwd.cu 586), and the sequence-start pointers."""
@@ -348,7 +353,7 @@ class _Run:
         o = None
         if with_o:
             exact = self._reference(ref, args, None)["o"]
-            self.bases["o"], self.views["o"] = self._alloc("o", "do", self.dims["do"], np.uint16,
+            self.bases["o"], self.views["o"] = self._alloc("o", self.o_tensor(), self.dims["do"], np.uint16,
                                                            _encode(exact, self.dtype))
             o = _f64(np.array(self.views["o"]), self.dtype)
         out = self._reference(ref, args, o)

@@ -285,6 +285,10 @@ def _layout_names(b: _Build, grid) -> None:
     lay = layout_strides(b.ms, b.layout, b.src, b.mode)
     for t in TENSORS:
         st = lay.get(t, {})
+        if t == "o" and "o" not in lay:          # O has dO's shape: dO's strides unless the layout says
+            st = lay.get("do", {})
+            if "O" in b.kernel.arg_names:
+                b.notes.append(f"layout {b.layout} gives O no strides of its own: O takes dO's")
         for key, prefix in (("batch", "batch_stride_"), ("head", "nhead_stride_"), ("seq", "stride_")):
             if key in st:
                 b.names[prefix + t] = b.parse(str(st[key]), f"layout {b.layout} {t}.{key}")

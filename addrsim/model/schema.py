@@ -24,7 +24,9 @@ from addrsim.files import read_input
 SHAPE_VARS = ("batch", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k", "hdim_q", "hdim_v", "total_q", "total_k")
 
 
-TENSORS = ("q", "k", "v", "do", "dq", "dk", "dv")
+TENSORS = ("q", "k", "v", "do", "dq", "dk", "dv", "o")
+"""Tensors a layout gives strides for.  ``o``, the forward output the odo pre-kernel reads, has
+dO's shape: a layout that does not name it gives it dO's strides (addrsim.model.problem)."""
 
 
 BUILTIN_DIR = Path(__file__).resolve().parents[2] / "models"

@@ -1,0 +1,96 @@
+"""The odo pre-kernel is a modelled family (issue 38, item 1): aiter e4048607's
+fmha_bwd_hd*_odo kernels, batch and group mode, gfx942 and gfx950, with the 2026 host's odo
+contract (mha_bwd.cu:46-111: O, dO and D each with its own byte strides).
+
+O takes dO's strides in the built-in layouts; a user view may give O its own.  The fix aiter
+made (the odo kernel addresses dO with dO's strides, not O's) is the test: the kernel is
+proved in a view where the two differ, and the kernel edited back to O's strides is a
+formula counterexample there, at the smallest shape.  Needs ../shared/aiter-e4048607."""
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from addrsim.api import verify
+from addrsim.model.models import load_models
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = ROOT.parent / "shared" / "aiter-e4048607" / "hsa"
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(not CORPUS.exists(), reason="needs ../shared/aiter-e4048607")]
+SMALL = {"batch": (1, 4), "nhead_q": (1, 8), "seqlen_q": (1, 4096)}
+VIEW = """layouts:
+  bshd_o_wide:                 # O a view of a tensor twice as wide (its head and row strides doubled)
+    extends: bshd
+    o: {batch: "seqlen_q*nhead_q*hdim_v*2", head: "hdim_v*2", seq: "nhead_q*hdim_v*2"}
+"""
+
+
+def _odo(arch, group=False):
+    return CORPUS / arch / "fmha_v3_bwd" / f"bwd_hd128_odo_bf16{'_group' if group else ''}.co"
+
+
+@pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
+def test_odo_writes_d_where_the_main_kernel_reads_it(arch):
+    """D (fp32 [batch, nhead_q, seqlen_q], written by odo at LSE's strides) is proved in every
+    built-in layout on both architectures.  gfx942: O and dO are proved at shapes below 4 GiB,
+    and past it their only counterexamples are 32-bit wraps (0x2530 adds the tile and head
+    terms in 32 bits: cause overflow), never a formula or layout cause.  gfx950: O and dO are
+    unsupported: the 64-bit base add carries into V# dword1, so swizzle_enable is not
+    syntactically 0 (issue 38, item 3)."""
+    rep = verify(_odo(arch), ["o", "do", "d"], ["bhsd", "bshd", "sbhd"], properties=("address",))
+    checks = {(c["buffer"], c["layout"]): c for c in rep["kernels"][0]["checks"]}
+    assert all(checks[("d", lay)]["verdict"] == "proved" for lay in ("bhsd", "bshd", "sbhd"))
+    for (b, lay), c in checks.items():
+        if b != "d" and arch == "gfx942":
+            assert c["verdict"] == "counterexample" and c["cause"] == "overflow", (b, lay, c["verdict"], c.get("cause"))
+        elif b != "d":
+            assert c["verdict"] == "unsupported" and "swizzle" in c.get("reason", ""), (b, lay, c["verdict"])
+    if arch == "gfx942":
+        small = verify(_odo(arch), ["o", "do"], ["bhsd", "bshd", "sbhd"], properties=("address",), bounds=SMALL)
+        assert all(c["verdict"] == "proved" for c in small["kernels"][0]["checks"])
+
+
+def test_odo_addresses_do_with_dos_own_strides(tmp_path):
+    """In a view where O's strides differ from dO's, the 2026 odo kernel is proved for both;
+    with dO's stride loads pointed back at O's arguments (Hs_o, BAs_o, Seqs_o: the bug aiter
+    fixed), dO is a formula counterexample in that view at the smallest shape, and still
+    proved in plain BSHD, where the two tensors' strides agree."""
+    views = tmp_path / "views.yaml"
+    views.write_text(VIEW)
+    ms = load_models([str(views)])
+    k = _odo("gfx942")
+    rep = verify(k, ["o", "do"], ["bshd_o_wide", "bshd"], models=ms, properties=("address",), bounds=SMALL)
+    assert all(c["verdict"] == "proved" for c in rep["kernels"][0]["checks"])
+    text = subprocess.run(["llvm-objdump-22", "-d", str(k)], capture_output=True, text=True, check=True).stdout
+    for old, new in (("s_load_dword s50, s[0:1], 0x60", "s_load_dword s50, s[0:1], 0x30"),    # Hs_do -> Hs_o
+                     ("s_load_dword s51, s[0:1], 0x70", "s_load_dword s51, s[0:1], 0x40"),    # BAs_do -> BAs_o
+                     ("s_load_dword s52, s[0:1], 0x80", "s_load_dword s52, s[0:1], 0x50")):   # Seqs_do -> Seqs_o
+        assert text.count(old) == 1
+        text = text.replace(old, new)
+    lst = tmp_path / "odo_o_strides.s"
+    lst.write_text(text)
+    rep = verify(lst, ["do"], ["bshd_o_wide", "bshd"], models=ms, properties=("address",), bounds=SMALL, like=k)
+    checks = {c["layout"]: c for c in rep["kernels"][0]["checks"]}
+    assert checks["bshd_o_wide"]["verdict"] == "counterexample" and checks["bshd_o_wide"]["cause"] == "formula"
+    assert checks["bshd_o_wide"]["counterexample"]["shape"]["seqlen_q"] == 1
+    assert checks["bshd"]["verdict"] == "proved"
+
+
+def test_the_virtual_mi300_runs_odo_in_a_view_with_its_own_o_strides(tmp_path):
+    """--stage odo on the view: O laid out with its own strides, D right."""
+    from addrsim.api import run
+    views = tmp_path / "views.yaml"
+    views.write_text(VIEW)
+    main = CORPUS / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_bf16_a16_rtne.co"
+    rep = run(main, "bshd_o_wide", {"batch": 2, "nhead_q": 2, "nhead_k": 2, "seqlen_q": 128, "seqlen_k": 128},
+              model_files=[str(views)], stage="odo")
+    assert rep["ok"] and list(rep["outputs"]) == ["d"]
+
+
+def test_group_odo_d_is_proved_and_o_waits_for_swizzled_buffers():
+    """gfx950's group odo: D ([nhead_q, total_q] at seqstart_q[batch]) is proved; O and dO
+    are unsupported, their V# swizzle/add_tid bits not provably 0 (issue 38, item 3)."""
+    rep = verify(_odo("gfx950", True), ["o", "d"], ["bshd"], properties=("address",))
+    checks = {c["buffer"]: c for c in rep["kernels"][0]["checks"]}
+    assert checks["d"]["verdict"] == "proved"
+    assert checks["o"]["verdict"] == "unsupported"
