@@ -32,22 +32,35 @@ def _odo(arch, group=False):
 @pytest.mark.parametrize("arch", ["gfx942", "gfx950"])
 def test_odo_writes_d_where_the_main_kernel_reads_it(arch):
     """D (fp32 [batch, nhead_q, seqlen_q], written by odo at LSE's strides) is proved in every
-    built-in layout on both architectures.  gfx942: O and dO are proved at shapes below 4 GiB,
-    and past it their only counterexamples are 32-bit wraps (0x2530 adds the tile and head
-    terms in 32 bits: cause overflow), never a formula or layout cause.  gfx950: O and dO are
-    unsupported: the 64-bit base add carries into V# dword1, so swizzle_enable is not
-    syntactically 0 (issue 38, item 3)."""
+    built-in layout on both architectures; O and dO are proved below 4 GiB, and past it their
+    only counterexamples are 32-bit wraps (0x2530 adds the tile and head terms in 32 bits:
+    cause overflow), never a formula or layout cause.  On gfx950 the 64-bit base add carries
+    into V# dword1: its swizzle_enable bit is proved 0 on the domain first."""
     rep = verify(_odo(arch), ["o", "do", "d"], ["bhsd", "bshd", "sbhd"], properties=("address",))
     checks = {(c["buffer"], c["layout"]): c for c in rep["kernels"][0]["checks"]}
     assert all(checks[("d", lay)]["verdict"] == "proved" for lay in ("bhsd", "bshd", "sbhd"))
     for (b, lay), c in checks.items():
-        if b != "d" and arch == "gfx942":
-            assert c["verdict"] == "counterexample" and c["cause"] == "overflow", (b, lay, c["verdict"], c.get("cause"))
-        elif b != "d":
-            assert c["verdict"] == "unsupported" and "swizzle" in c.get("reason", ""), (b, lay, c["verdict"])
-    if arch == "gfx942":
-        small = verify(_odo(arch), ["o", "do"], ["bhsd", "bshd", "sbhd"], properties=("address",), bounds=SMALL)
-        assert all(c["verdict"] == "proved" for c in small["kernels"][0]["checks"])
+        assert c["verdict"] == "proved" or c.get("cause") == "overflow", (b, lay, c["verdict"], c.get("cause"))
+    small = verify(_odo(arch), ["o", "do"], ["bhsd", "bshd", "sbhd"], properties=("address",), bounds=SMALL)
+    assert all(c["verdict"] == "proved" for c in small["kernels"][0]["checks"])
+
+
+def test_a_swizzle_bit_that_can_be_set_is_never_read_as_linear(tmp_path):
+    """The rule that lets gfx950's odo through (swizzle_enable and add_tid_enable proved 0 on
+    the domain) must refuse a V# whose bit is set: the odo kernel edited to OR bit 31 into O's
+    dword1 (0x24e4: 0x40000 -> 0x80040000) is unsupported, never proved with a linear address;
+    the unedited kernel is proved at the same bounds."""
+    k = _odo("gfx950")
+    text = subprocess.run(["llvm-objdump-22", "-d", str(k)], capture_output=True, text=True, check=True).stdout
+    old = "s_or_b32 s13, s13, 0x40000"
+    assert text.count(old) == 1
+    lst = tmp_path / "odo_swizzled.s"
+    lst.write_text(text.replace(old, "s_or_b32 s13, s13, 0x80040000"))
+    rep = verify(lst, ["o"], ["bshd"], properties=("address",), bounds=SMALL, like=k)
+    c = rep["kernels"][0]["checks"][0]
+    assert c["verdict"] == "unsupported" and "swizzle" in c["reason"]
+    assert verify(k, ["o"], ["bshd"], properties=("address",), bounds=SMALL)["kernels"][0]["checks"][0]["verdict"] \
+        == "proved"
 
 
 def test_odo_addresses_do_with_dos_own_strides(tmp_path):
@@ -87,10 +100,9 @@ def test_the_virtual_mi300_runs_odo_in_a_view_with_its_own_o_strides(tmp_path):
     assert rep["ok"] and list(rep["outputs"]) == ["d"]
 
 
-def test_group_odo_d_is_proved_and_o_waits_for_swizzled_buffers():
-    """gfx950's group odo: D ([nhead_q, total_q] at seqstart_q[batch]) is proved; O and dO
-    are unsupported, their V# swizzle/add_tid bits not provably 0 (issue 38, item 3)."""
-    rep = verify(_odo("gfx950", True), ["o", "d"], ["bshd"], properties=("address",))
+def test_group_odo_is_decided():
+    """gfx950's group odo: D ([nhead_q, total_q] at seqstart_q[batch]) is proved; O (read at
+    seqstart_q[batch] rows, its V#'s swizzle bit proved 0) is proved below 4 GiB."""
+    rep = verify(_odo("gfx950", True), ["o", "d"], ["bshd"], properties=("address",), bounds=SMALL)
     checks = {c["buffer"]: c for c in rep["kernels"][0]["checks"]}
-    assert checks["d"]["verdict"] == "proved"
-    assert checks["o"]["verdict"] == "unsupported"
+    assert checks["d"]["verdict"] == "proved" and checks["o"]["verdict"] == "proved"

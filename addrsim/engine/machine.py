@@ -83,6 +83,7 @@ class Access:
     first: frozenset = frozenset()   # pointer arguments this is the first access of, on its path
     size: int = 4                    # bytes the access reads or writes per lane
     in_range: Expr = Const(1, 1)     # 1-bit: the V# range check passes (always 1 for global_*)
+    linear: Expr = Const(1, 1)       # 1-bit: V# swizzle_enable and add_tid_enable are 0 (the address is linear)
 
 
 @dataclass
@@ -528,8 +529,9 @@ class Machine:
         words = tuple(self._sword(r[1] + k) for k in range(4))
         base, stride, swz, addtid = vsharp_fields(words)
         notes = []
-        if not (isinstance(swz, Const) and swz.value == 0 and isinstance(addtid, Const) and addtid.value == 0):
-            notes.append("V# swizzle_enable/add_tid_enable not provably 0: swizzled addressing not modelled")
+        linear = X.and_(X.eq(swz, Const(0, 1)), X.eq(addtid, Const(0, 1)))     # 1-bit: linear addressing applies
+        if isinstance(linear, Const) and linear.value == 0:
+            notes.append("V# swizzle_enable or add_tid_enable is set: swizzled addressing not modelled")
         soffset = self.read_scalar(soff, 32)
         self.last_access = []
         for lane in range(self.nlanes):
@@ -547,7 +549,8 @@ class Machine:
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
                                            stride, words[2], addr, self.lane_active(lane), lds, tuple(notes),
                                            size=size, in_range=buffer_in_range(index, voff, ioff, stride,
-                                                                               words[2], size, bool(idxen))))
+                                                                               words[2], size, bool(idxen)),
+                                           linear=linear))
         self._returned(ins, row, vdata)
         return "access"
 

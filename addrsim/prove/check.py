@@ -137,6 +137,9 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     zero_ids = {prob.grid["z"].name: Const(0, 32), prob.grid["y"].name: Const(0, 32)}
     res.extracted, res.difference, res.offset_sym, res.shape_offset_sym = _formulas_cached(ctx, tg[0].address,
                                                                                          zero_ids)
+    swizzled = _swizzle_refused(ctx, tg, env)
+    if swizzled is not None:
+        return ctx.done(*swizzled)
     covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
     decided = _targets_decided(ctx, tg, env, expected, zero_ids)
     if decided is None and prop == "bounds" and buffer in prob.slices:     # slice containment (issue 36)
@@ -353,6 +356,40 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         if verdict == "unknown":
             return Verdict.UNKNOWN, why + _dump(ctx, smt)
         return _counterexample(ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges)
+    return None
+
+
+def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
+    """None when every access's V# has swizzle_enable and add_tid_enable 0 on the domain and
+    its path (so the linear address the engine built is the hardware's: MI300 ISA guide,
+    "Buffer addressing"), else (verdict, reason): unsupported when a bit may be 1 (swizzled
+    addressing is not modelled), unknown when the query runs out of budget.  gfx950's odo,
+    dq_convert and dq_shuffle add the 64-bit base into V# dword1 (``s_addc_u32 s13, s35, s25``),
+    whose bit 31 is swizzle_enable: 0 only because the address stays below 2**63, which the
+    48-bit pointer and the tensor's extent guarantee; a syntactic check cannot see it."""
+    prob, opts = ctx.prob, ctx.opts
+    ranges = ranges_of(prob)
+    seen = set()
+    for t in tg:
+        lin = X.substitute(t.access.linear, env)
+        if isinstance(lin, Const):
+            if lin.value == 1:
+                continue
+            return Verdict.UNSUPPORTED, "V# swizzle_enable or add_tid_enable is set: swizzled addressing not modelled"
+        conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
+        conds += array_facts(conds + [lin], prob)
+        key, _, _ = _canonical_key(("linear V#", opts.arith, opts.budgets()), lin, conds)
+        if key in seen:
+            continue
+        seen.add(key)
+        hit = ctx.cached(key)
+        if hit is None:
+            proved, used, wall = proved_within(conds, lin, ranges, opts.query_ru, opts.arith)
+            hit = ctx.keep(key, (proved, used), wall)
+        ctx.spent += hit[1]
+        if not hit[0]:
+            return Verdict.UNSUPPORTED, (f"V# swizzle_enable/add_tid_enable not proved 0 at {t.access.instr.addr:#x} "
+                                         f"(swizzled addressing not modelled)")
     return None
 
 
