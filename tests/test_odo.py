@@ -106,3 +106,23 @@ def test_group_odo_is_decided():
     rep = verify(_odo("gfx950", True), ["o", "d"], ["bshd"], properties=("address",), bounds=SMALL)
     checks = {c["buffer"]: c for c in rep["kernels"][0]["checks"]}
     assert checks["d"]["verdict"] == "proved" and checks["o"]["verdict"] == "proved"
+
+
+def test_the_byte_range_check_of_an_offen_stride_v_sharp(tmp_path):
+    """The MUBUF range row (isa/memory.buffer_in_range): with idxen clear, a stride-4 V# is
+    checked in bytes.  The odo kernel stores D through one whose num_records is the slice's
+    remaining bytes from its 128-row tile, so its bounds claim is proved; edited to leave the
+    tile's start out of num_records (0x2598 s_sub_i32 s32, s32, s31 -> s32, 0), a second tile
+    stores D past the tensor at seqlen_q 129: an allocation counterexample."""
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from mutations import edit
+    k = _odo("gfx942")
+    bounds = {"batch": (1, 2), "nhead_q": (1, 4), "seqlen_q": (1, 1024)}
+    rep = verify(k, ["d"], ["bhsd"], properties=("bounds",), bounds=bounds)
+    assert rep["kernels"][0]["checks"][0]["verdict"] == "proved"
+    text = subprocess.run(["llvm-objdump-22", "-d", str(k)], capture_output=True, text=True, check=True).stdout
+    lst = tmp_path / "odo_records.s"
+    lst.write_text(edit(text, 0x2598, "s_sub_i32 s32, s32, s31", "s_sub_i32 s32, s32, 0"))
+    c = verify(lst, ["d"], ["bhsd"], properties=("bounds",), bounds=bounds, like=k)["kernels"][0]["checks"][0]
+    assert c["verdict"] == "counterexample" and c["counterexample"]["shape"]["seqlen_q"] == 129
