@@ -15,7 +15,6 @@ configurations the table routes to it.
 """
 from __future__ import annotations
 
-import csv
 import hashlib
 import re
 import tempfile
@@ -29,6 +28,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 from addrsim import __version__
 from addrsim.errors import InputError
 from addrsim.loader.listing import is_code_object, load_source
+from addrsim.loader.routing import read_rows
 from addrsim.loader import codeobj
 from addrsim.loader.codeobj import SUPPORTED_ARCHS
 from addrsim.model.models import ModelSet, choose_family, load_models
@@ -199,11 +199,7 @@ def read_routes(path: str) -> Dict[str, List[dict]]:
     """aiter's routing table: code-object basename -> configurations (column -> value,
     without the name columns).  Raises InputError for a table without ``co_name``."""
     out: Dict[str, List[dict]] = {}
-    try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as e:
-        raise InputError(path, f"cannot read the routing table ({e})") from None
+    rows = read_rows(path)
     if rows and "co_name" not in rows[0]:
         raise InputError(path, "routing table has no co_name column")
     arch = Path(path).parent.parent.name

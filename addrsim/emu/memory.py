@@ -44,8 +44,8 @@ class Memory:
         overlaps an allocation or passes 2**64."""
         raw = np.frombuffer(np.ascontiguousarray(data).tobytes(), dtype=np.uint8).copy()
         if at is not None:
-            if at < 0 or at + len(raw) > 1 << 64 or any(b < at + len(r) and at < b + len(r_) for b, r_ in
-                                                         self.blocks.values() for r in (raw,)):
+            if at < 0 or at + len(raw) > 1 << 64 or any(b < at + len(raw) and at < b + len(other)
+                                                         for b, other in self.blocks.values()):
                 raise EmuError(f"{name} cannot be placed at {at:#x}: it overlaps another allocation")
             self.blocks[name] = (at, raw)
             return at

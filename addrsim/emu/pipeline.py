@@ -26,12 +26,12 @@ O, which the forward pass wrote, has dO's shape and strides in every layout here
 """
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from addrsim.errors import InputError
+from addrsim.loader.routing import read_rows
 
 STAGES = ("odo", "main", "post")
 
@@ -59,20 +59,11 @@ class Pipeline:
     row: Dict[str, str]
 
 
-def _rows(path: Path) -> List[Dict[str, str]]:
-    """The rows of a routing csv.  Raises InputError naming the file."""
-    try:
-        with open(path, newline="") as f:
-            return [dict(r) for r in csv.DictReader(f)]
-    except (OSError, csv.Error, UnicodeDecodeError) as e:
-        raise InputError(str(path), f"cannot read the routing table ({e})") from None
-
-
 def _stage(folder: Path, table: str, role: str, pick) -> Optional[Stage]:
     path = folder / table
     if not path.is_file():
         return None
-    for r in _rows(path):
+    for r in read_rows(path):
         if pick(r):
             try:
                 return Stage(role, folder / r["co_name"], r["knl_name"], int(r["ts"]), path)
@@ -90,7 +81,7 @@ def find_pipeline(main: Path, arch: str) -> Optional[Pipeline]:
     table = folder / "fmha_bwd_dqdkdv.csv"
     if not table.is_file():
         return None
-    row = next((r for r in _rows(table) if r.get("co_name") == main.name), None)
+    row = next((r for r in read_rows(table) if r.get("co_name") == main.name), None)
     if row is None:
         return None
     cvt = row.get("bf16_cvt", "3")

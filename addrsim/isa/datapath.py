@@ -181,28 +181,26 @@ def f16_round(x: np.ndarray, toward_zero: bool = False) -> np.ndarray:
     return bits
 
 
-def pk_add_f16(old: np.ndarray, add: np.ndarray) -> np.ndarray:
-    """Packed binary16 add of two uint32 words, each half rounded to nearest even
-    (BUFFER_ATOMIC_PK_ADD_F16)."""
+def _pk_add(old: np.ndarray, add: np.ndarray, decode, encode) -> np.ndarray:
+    """Packed add of two uint32 words of two 16-bit values each (``decode`` to float32, the
+    sum ``encode``d back to 16-bit patterns, each half on its own)."""
     out = np.zeros_like(np.asarray(old, dtype=U32))
     for k in (0, 16):
-        a = f16_to_f32((np.asarray(old, dtype=U32) >> U32(k)) & U32(0xFFFF))
-        b = f16_to_f32((np.asarray(add, dtype=U32) >> U32(k)) & U32(0xFFFF))
+        a = decode((np.asarray(old, dtype=U32) >> U32(k)) & U32(0xFFFF))
+        b = decode((np.asarray(add, dtype=U32) >> U32(k)) & U32(0xFFFF))
         with np.errstate(all="ignore"):
-            out |= f16_round(a + b) << U32(k)
+            out |= encode(a + b) << U32(k)
     return out
+
+
+def pk_add_f16(old: np.ndarray, add: np.ndarray) -> np.ndarray:
+    """Packed binary16 add, each half rounded to nearest even (BUFFER_ATOMIC_PK_ADD_F16)."""
+    return _pk_add(old, add, f16_to_f32, f16_round)
 
 
 def pk_add_bf16(old: np.ndarray, add: np.ndarray) -> np.ndarray:
-    """Packed bf16 add of two uint32 words (two bf16 each), each half rounded to nearest even
-    (GLOBAL_ATOMIC_PK_ADD_BF16)."""
-    out = np.zeros_like(np.asarray(old, dtype=U32))
-    for k in (0, 16):
-        a = bf16_to_f32((np.asarray(old, dtype=U32) >> U32(k)) & U32(0xFFFF))
-        b = bf16_to_f32((np.asarray(add, dtype=U32) >> U32(k)) & U32(0xFFFF))
-        with np.errstate(all="ignore"):
-            out |= bf16_round(a + b) << U32(k)
-    return out
+    """Packed bf16 add, each half rounded to nearest even (GLOBAL_ATOMIC_PK_ADD_BF16)."""
+    return _pk_add(old, add, bf16_to_f32, bf16_round)
 
 
 def _elems(regs: np.ndarray, decode) -> np.ndarray:
@@ -222,7 +220,9 @@ def _mfma(mn: int, decode):
     register 4*(i // (256 // MN)) + i % 4 (16x16: lane j + 16*(i//4), register i%4; 32x32: lane
     j + 32*((i//4)%2), register 4*(i//8) + i%4).  The products are summed in float64 and
     rounded once to float32 (not bit-exact: see tests/test_datapath.py)."""
-    groups = 64 // _block(mn)
+    if mn not in (16, 32):
+        raise ValueError(f"MFMA of {mn}x{mn} blocks")
+    groups = 64 // mn
     lane = np.arange(64)
     nregs = mn * mn // 64
     i_of = np.array([[4 * (r // 4) * groups + 4 * (l // mn) + r % 4 for l in range(64)] for r in range(nregs)])
@@ -241,12 +241,6 @@ def _mfma(mn: int, decode):
         D = (A @ B + C).astype(F32)
         return D[i_of, j_of].view(U32)
     return run
-
-
-def _block(mn: int) -> int:
-    if mn not in (16, 32):
-        raise ValueError(f"MFMA of {mn}x{mn} blocks")
-    return mn
 
 
 _mfma_16x16_bf16 = _mfma(16, bf16_to_f32)
