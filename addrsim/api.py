@@ -13,7 +13,7 @@ import time
 from pathlib import Path
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import replace as _replace
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from addrsim import __version__
 from addrsim.engine.explore import explore
@@ -326,3 +326,59 @@ def run(path, layout: str, shape: Dict[str, int], model_files: Sequence[str] = (
         out["trace"] = [{"pc": pc, "workgroup": list(ids), "wave": w, "lane": lane, "offset": off, "size": size,
                          "kind": kind} for pc, ids, w, lane, off, size, kind in r.trace]
     return out
+
+
+def contract(producer, consumer, producer_buffer: str, consumer_buffer: str,
+             layouts: Sequence[str] = DEFAULT_LAYOUTS, model_files: Sequence[str] = (),
+             models: Optional[ModelSet] = None, like_producer=None, like_consumer=None,
+             options: Optional[Options] = None, **option_kw) -> List[dict]:
+    """The contract between two kernels (:mod:`addrsim.prove.contract`): the first kernel of
+    ``producer`` writes ``producer_buffer``, the first kernel of ``consumer`` reads
+    ``consumer_buffer``, the same tensor; one entry per layout: ``{"producer": [symbol,
+    buffer], "consumer": [...], "layout", "verdict", "reason", "counterexample", "culprit",
+    "term", "witness", "assumptions"}``.  Raises InputError (a file, buffer or layout the
+    models do not know) and ToolError (no llvm-objdump)."""
+    from dataclasses import asdict
+    from addrsim.prove.contract import decide, side
+    opts = options if options is not None else Options.of(**option_kw)
+    ms = models or load_models(model_files)
+    subs = []
+    for path, like, buf in ((producer, like_producer, producer_buffer), (consumer, like_consumer, consumer_buffer)):
+        _validated(path, opts, ["address"], layouts, ms, None)
+        if buf not in ms.buffers:
+            raise InputError(path, f"unknown buffer {buf!r} (models define: {', '.join(sorted(ms.buffers))})")
+        src = load_source(path, like)
+        k = src.co.kernels[0]
+        if choose_family(ms, k, src.co.arch) is None:
+            raise UnmodelledError(path, k.symbol)
+        buffer_pointer(ms, k, buf)       # raises InputError when the kernel lacks the buffer's pointer
+        subs.append(_explored(k, src, ms))
+    out = []
+    for lay in layouts:
+        sides = [side(sub, ex, buf, lay, opts, tag) for (sub, ex), buf, tag in
+                 zip(subs, (producer_buffer, consumer_buffer), ("@producer", "@consumer"))]
+        if any(isinstance(s_, str) for s_ in sides):
+            why = "; ".join(s_ for s_ in sides if isinstance(s_, str))
+            out.append({"producer": [subs[0][0].kernel.symbol, producer_buffer],
+                        "consumer": [subs[1][0].kernel.symbol, consumer_buffer], "layout": lay,
+                        "verdict": str(Verdict.UNSUPPORTED), "reason": why, "counterexample": None, "culprit": [],
+                        "term": "", "witness": None, "assumptions": []})
+            continue
+        d = asdict(decide(sides[0], sides[1], lay, opts))
+        d["verdict"] = str(d["verdict"])
+        d["producer"], d["consumer"] = list(d["producer"]), list(d["consumer"])
+        out.append(d)
+    return out
+
+
+def pass_contracts(main: Path, arch: str) -> List[Tuple[Path, str, Path, str]]:
+    """(producer file, buffer, consumer file, buffer) of each tensor the host's pass around the
+    main kernel ``main`` shares (:data:`addrsim.prove.contract.LINKS`), from the routing csvs
+    beside it (:func:`addrsim.loader.routing.find_pipeline`); empty where none names it."""
+    from addrsim.loader.routing import find_pipeline
+    from addrsim.prove.contract import LINKS
+    pipe = find_pipeline(Path(main), arch)
+    if pipe is None:
+        return []
+    files = {"main": Path(main), "odo": pipe.pre and pipe.pre.path, "post": pipe.post and pipe.post.path}
+    return [(files[pr], pb, files[co], cb) for pr, pb, co, cb in LINKS if files[pr] and files[co]]

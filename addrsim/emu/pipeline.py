@@ -1,8 +1,9 @@
 """The backward pass as aiter e4048607's host runs it: the odo pre-kernel (D), the dQ/dK/dV
 kernel, and the dq_convert or dq_shuffle post-kernel (dQ from the accumulator).
 
-Owns :class:`Stage`, :class:`Pipeline`, :func:`find_pipeline`, :func:`odo_arguments`,
-:func:`post_arguments` and :func:`acc_layout`.  May import addrsim.loader and the other emu
+Owns :func:`odo_arguments`, :func:`post_arguments` and :func:`acc_layout`; which kernels run
+(:func:`addrsim.loader.routing.find_pipeline`) is the loader's, shared with the prover's
+contract checks.  May import addrsim.loader and the other emu
 modules (never the prover).
 
 Facts, all from aiter e4048607 ``csrc/cpp_itfs/mha_bwd.cu`` (line numbers of that tree):
@@ -26,81 +27,12 @@ O, which the forward pass wrote, has dO's shape and strides in every layout here
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Tuple
 
-from addrsim.errors import InputError
-from addrsim.loader.routing import read_rows
+from addrsim.loader.routing import Pipeline, Stage, find_pipeline  # noqa: F401  # re-exported: the emulator's callers
 
 STAGES = ("odo", "main", "post")
-
-
-@dataclass(frozen=True)
-class Stage:
-    """One kernel of the pipeline: ``role`` ("odo", "dq_convert", "dq_shuffle"), its code
-    object, its symbol, ``ts`` (query rows per workgroup: the csv's ts column) and the csv
-    file that names it."""
-
-    role: str
-    path: Path
-    symbol: str
-    ts: int
-    csv: Path
-
-
-@dataclass(frozen=True)
-class Pipeline:
-    """The pre- and post-kernel around a main kernel (None where the host runs none), and the
-    main kernel's csv row (dtype, hdim_q, hdim_v, mode, atomic32, bf16_cvt)."""
-
-    pre: Optional[Stage]
-    post: Optional[Stage]
-    row: Dict[str, str]
-
-
-def _stage(folder: Path, table: str, role: str, pick) -> Optional[Stage]:
-    path = folder / table
-    if not path.is_file():
-        return None
-    for r in read_rows(path):
-        if pick(r):
-            try:
-                return Stage(role, folder / r["co_name"], r["knl_name"], int(r["ts"]), path)
-            except (KeyError, ValueError):
-                raise InputError(str(path), f"row {r} lacks co_name, knl_name or an integer ts") from None
-    return None
-
-
-def find_pipeline(main: Path, arch: str) -> Optional[Pipeline]:
-    """The pipeline of the main kernel ``main`` from the routing csvs beside it (module
-    docstring), or None when its folder has no ``fmha_bwd_dqdkdv.csv`` row naming it (the
-    wheel: its host computes D and converts dQ itself).  Raises InputError (an unreadable
-    csv) and InputError when a post-kernel is needed and none matches."""
-    folder = main.parent
-    table = folder / "fmha_bwd_dqdkdv.csv"
-    if not table.is_file():
-        return None
-    row = next((r for r in read_rows(table) if r.get("co_name") == main.name), None)
-    if row is None:
-        return None
-    cvt = row.get("bf16_cvt", "3")
-    if cvt == "3":
-        cvt = "0" if arch == "gfx950" else "1"
-    a32 = row.get("atomic32") == "1"
-    pre = _stage(folder, "fmha_bwd_odo.csv", "odo", lambda r: (r["dtype"], r["hdim_v"], r["mode"]) ==
-                 (row["dtype"], row["hdim_v"], row["mode"]))
-    need_post = (arch == "gfx950" and row["hdim_q"] != "64") or a32
-    post = None
-    if need_post:
-        role = "dq_convert" if a32 or arch != "gfx950" else "dq_shuffle"
-        post = _stage(folder, f"fmha_bwd_{role}.csv", role, lambda r: (
-            (r["hdim_q"], r["mode"]) == (row["hdim_q"], row["mode"]) and r["bf16_cvt"] in ("3", cvt)
-            and (r["dtype"] == row["dtype"] or not a32)))
-        if post is None:
-            raise InputError(str(table), f"{main.name} needs a {role} post-kernel and fmha_bwd_{role}.csv beside "
-                                         f"it has no row for hdim {row['hdim_q']}, mode {row['mode']}")
-    return Pipeline(pre, post, row)
 
 
 def acc_layout(a32: bool, env: Dict[str, int], group: bool = False

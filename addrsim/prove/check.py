@@ -126,7 +126,7 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
         return ctx.done(Verdict.UNSUPPORTED, refused)
     expected = prob.expected[buffer] if prop == "address" else prob.extent[buffer]
     if not _in_loop(sub.code, ex, ctx.ptr):
-        prob.restrict_exact(_symbols_read(tg))    # exactness of the arguments these addresses read only
+        prob.restrict_exact(symbols_read(tg))    # exactness of the arguments these addresses read only
     env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == 'ptr' for s in X.symbols(v).values())}
     env.update(prob.arrays)      # pointer arguments that hold a sequence-start array
     undeclared = sorted({n.args[0].name for t in tg for n in X.walk(t.address)
@@ -206,7 +206,8 @@ def _uncovered(ctx: _Ctx, f: Fault) -> Check:
     return ctx.done(Verdict.COUNTEREXAMPLE, f.reason())
 
 
-def _symbols_read(tg: List[Target]) -> set:
+def symbols_read(tg: List[Target]) -> set:
+    """Names of the symbols the accesses' addresses, range checks and path conditions read."""
     used = set()
     for t in tg:
         used |= set(X.symbols(t.address)) | set(X.symbols(t.access.in_range))
