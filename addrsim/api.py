@@ -351,7 +351,9 @@ def contract(producer, consumer, producer_buffer: str, consumer_buffer: str,
         k = src.co.kernels[0]
         if choose_family(ms, k, src.co.arch) is None:
             raise UnmodelledError(path, k.symbol)
-        buffer_pointer(ms, k, buf)       # raises InputError when the kernel lacks the buffer's pointer
+        if buffer_pointer(ms, k, buf) is None:
+            raise InputError(path, f"kernel {k.symbol} has no pointer argument of buffer {buf!r} (its arguments: "
+                                   f"{', '.join(a.name for a in k.args if a.name != 'pad')})")
         subs.append(_explored(k, src, ms))
     out = []
     for lay in layouts:

@@ -21,7 +21,7 @@ def kernels(tmp_path_factory):
 
 
 def test_every_command_is_registered():
-    assert set(COMMANDS) == {"verify", "diff", "crosscheck", "repro", "scan", "explain", "run"}
+    assert set(COMMANDS) == {"verify", "diff", "crosscheck", "repro", "scan", "explain", "run", "contract"}
 
 
 def test_verify_table_and_exit(kernels, capsys):

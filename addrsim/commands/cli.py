@@ -19,11 +19,12 @@ import sys
 from typing import List, Optional
 
 from addrsim import __version__
-from addrsim.commands import crosscheck, diff, explain, interrupt, repro, run, scan, verify
+from addrsim.commands import contract, crosscheck, diff, explain, interrupt, repro, run, scan, verify
 from addrsim.commands.common import Parser
 from addrsim.errors import EXIT_BAD_INPUT, EXIT_INTERNAL
 
-COMMANDS = {"verify": verify, "diff": diff, "crosscheck": crosscheck, "repro": repro, "scan": scan, "explain": explain, "run": run}
+COMMANDS = {"verify": verify, "diff": diff, "crosscheck": crosscheck, "repro": repro, "scan": scan, "explain": explain, "run": run,
+            "contract": contract}
 
 
 def main(argv: Optional[List[str]] = None) -> int:

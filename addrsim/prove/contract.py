@@ -42,7 +42,7 @@ from addrsim.model.models import Problem, build_problem, buffer_pointer
 from addrsim.prove.check import reference, symbols_read
 from addrsim.prove.machines import LANE
 from addrsim.prove.options import Options
-from addrsim.prove.query import array_facts, decide_query, env_of, ranges_of
+from addrsim.prove.query import CLASSIFY_RU, array_facts, decide_query, env_of, ranges_of
 from addrsim.prove.replay import Subject, replay
 from addrsim.prove.targets import Target, targets_for
 from addrsim.prove.verdict import ReplayFailure, Verdict, Witness
@@ -85,6 +85,7 @@ class Contract:
     counterexample: Optional[dict] = None
     culprit: List[str] = field(default_factory=list)
     term: str = ""
+    cause: str = ""                # "overflow" (the two agree over unbounded integers) or "formula"
     witness: Optional[dict] = None
     assumptions: List[str] = field(default_factory=list)
 
@@ -167,6 +168,7 @@ def decide(p: Side, c: Side, layout: str, opts: Options) -> Contract:
             res.verdict, res.reason = Verdict.UNKNOWN, f"the contract query was not decided: {why}"
             return res
         if v != "proved":
+            res.cause = _cause(conds, claim, ranges, p.prob) if opts.arith == "bv" else "formula"
             return _disagreement(res, p, c, pc, cc, model, minimal)
     model = _joint_witness(p, c, ranges, opts)
     if not isinstance(model, dict):
@@ -200,6 +202,13 @@ def _joint_witness(p: Side, c: Side, ranges, opts: Options):
         if v == "proved":
             why = "the two kernels share no shape (their domains and paths together are empty)"
     return why
+
+
+def _cause(conds, claim, ranges, prob: Problem) -> str:
+    """"overflow" when the two offsets agree over unbounded integers (a 32-bit wrap in one
+    kernel's arithmetic or a host cast breaks the hardware claim), else "formula"."""
+    v = decide_query(conds, claim, ranges, CLASSIFY_RU, prob, 0, "int")[0]
+    return "overflow" if v == "proved" else "formula" if v == "refuted" else ""
 
 
 def _assumptions(p: Side, c: Side) -> List[str]:
@@ -258,7 +267,7 @@ def _disagreement(res: Contract, p: Side, c: Side, pc, cc, model: dict, minimal:
     who = ", ".join(res.culprit) if res.culprit else "neither kernel (the models' expected offsets disagree)"
     res.reason = (f"{p.kernel} writes {p.buffer} of (batch_id, head_id) at offset {vals['producer'][0]} from slice "
                   f"(0, 0), {c.kernel} reads {c.buffer} at {vals['consumer'][0]} (host: {vals['producer'][1]}); "
-                  f"the {res.term or 'offset'} term differs; off the host's layout: {who}")
+                  f"the {res.term or 'offset'} term differs ({res.cause or 'unclassified'}); off the host's layout: {who}")
     return res
 
 

@@ -1,0 +1,94 @@
+"""The dq_acc and D contracts between kernels of one backward pass (addrsim.prove.contract).
+
+Synthetic pairs (examples/acc_*.s, gfx942, hdim 128, bf16, fp32 accumulator [batch, nhead_q,
+seqlen_q, hdim_q]): a producer (the main kernel's dq) and two consumers (a post-kernel's
+dq_acc), one reading by the same formula, one borrowing Q's batch stride.  Real pairs: aiter
+e4048607's gfx942 hd64 pass (odo -> main D, main -> dq_convert dq_acc) and the hd128 a32
+dq_convert, whose 32-bit head term wraps before the main kernel's.
+"""
+from pathlib import Path
+
+import pytest
+
+from addrsim.api import contract, pass_contracts
+from addrsim.commands.cli import main as cli
+from test_examples import MODEL, build
+
+SMALL = {"nhead_q": (1, 8), "nhead_k": (1, 8), "seqlen_q": (1, 4096), "seqlen_k": (1, 4096)}   # BAs_q fits its u32
+
+
+def by_layout(out):
+    return {c["layout"]: c for c in out}
+
+
+def test_agreeing_pair_is_proved_in_every_layout(tmp_path):
+    """Producer and consumer place slice (batch, head) at (batch*nhead_q + head)*seqlen_q*
+    hdim_q*4: proved in BHSD, BSHD and SBHD, each with a shape both kernels run at."""
+    out = by_layout(contract(build("acc_producer", tmp_path), build("acc_consumer", tmp_path), "dq", "dq_acc",
+                             model_files=[MODEL]))
+    assert set(out) == {"bhsd", "bshd", "sbhd"}
+    for c in out.values():
+        assert c["verdict"] == "proved", c
+        assert c["witness"]["hdim_q"] == 128 and c["witness"]["batch"] >= 1
+        assert any("traits" in a for a in c["assumptions"])
+
+
+def test_borrowed_batch_stride_is_a_contract_finding_in_sbhd_only(tmp_path):
+    """batch_id*BAs_q*2 equals the accumulator's batch stride in BHSD and BSHD (hdim 128, bf16)
+    but not in SBHD: the consumer, its batch term, a formula (not a wrap), at the smallest
+    shape (batch 2, seqlen 2: 1024 bytes per batch against 512)."""
+    out = by_layout(contract(build("acc_producer", tmp_path), build("acc_consumer_bas", tmp_path), "dq", "dq_acc",
+                             model_files=[MODEL], bounds=SMALL))
+    assert out["bhsd"]["verdict"] == out["bshd"]["verdict"] == "proved"
+    c = out["sbhd"]
+    assert c["verdict"] == "counterexample"
+    assert c["culprit"] == ["addrsim_example_acc_consumer_bas"]
+    assert (c["term"], c["cause"]) == ("batch", "formula")
+    x = c["counterexample"]
+    assert x["minimal"] is True
+    assert (x["shape"]["batch"], x["shape"]["seqlen_q"], x["shape"]["batch_id"]) == (2, 2, 1)
+    assert (x["producer_offset"], x["consumer_offset"], x["producer_expected"]) == (1024, 512, 1024)
+    assert x["how"] == {"producer": "replayed", "consumer": "replayed"}
+
+
+def test_contract_command_exit_status_and_bad_input(tmp_path, capsys):
+    p, bad = build("acc_producer", tmp_path), build("acc_consumer_bas", tmp_path)
+    argv = ["contract", str(p), str(bad), "--buffers", "dq", "dq_acc", "--model", MODEL, "--layout", "sbhd"]
+    argv += [f"--bound={k}={lo}:{hi}" for k, (lo, hi) in SMALL.items()]
+    assert cli(argv) == 1
+    text = capsys.readouterr().out
+    assert "counterexample (formula, batch term)" in text and "off the host's layout: addrsim_example_acc_consumer_bas" in text
+    assert cli(["contract", str(p), str(bad), "--model", MODEL]) == 3          # two kernels need --buffers
+    assert "--buffers" in capsys.readouterr().err
+    assert cli(["contract", str(p), "--model", MODEL]) == 3                   # no routing csv beside it
+    assert "routing table" in capsys.readouterr().err
+    assert cli(["contract", str(p), str(bad), "--buffers", "dq", "lse", "--model", MODEL]) == 3
+    assert "lse" in capsys.readouterr().err
+
+
+E4048607 = Path(__file__).resolve().parents[2] / "shared" / "aiter-e4048607" / "hsa"
+
+
+@pytest.mark.slow
+@pytest.mark.corpus
+@pytest.mark.skipif(not E4048607.is_dir(), reason="aiter e4048607 corpus not present")
+def test_real_pass_pairs_from_the_routing_tables():
+    """gfx942 hd64 a32: the host runs odo, the main kernel and dq_convert; D and dq_acc agree in
+    every layout.  hd128 a32: dq_convert's head term is 32-bit (u32 Hs_dQ_acc times head_id,
+    sign-extended) where the main kernel's is 64-bit: the pair disagrees from a 3.8 GB
+    accumulator on, an overflow of dq_convert's head term."""
+    d = E4048607 / "gfx942" / "fmha_v3_bwd"
+    pairs = pass_contracts(d / "bwd_hd64_bf16_a32_rtne_pssk.co", "gfx942")
+    assert [(a.name, pb, c.name, cb) for a, pb, c, cb in pairs] == [
+        ("bwd_hd64_odo_bf16.co", "d", "bwd_hd64_bf16_a32_rtne_pssk.co", "d"),
+        ("bwd_hd64_bf16_a32_rtne_pssk.co", "dq", "bwd_hd64_dq_convert_bf16_rtne.co", "dq_acc")]
+    for a, pb, c, cb in pairs:
+        assert {x["verdict"] for x in contract(a, c, pb, cb)} == {"proved"}
+    out = by_layout(contract(d / "bwd_hd128_bf16_a32_rtne_psskddv.co", d / "bwd_hd128_dq_convert_bf16_rtne.co",
+                             "dq", "dq_acc", layouts=["bhsd"]))
+    c = out["bhsd"]
+    assert c["verdict"] == "counterexample" and (c["cause"], c["term"]) == ("overflow", "head")
+    assert c["culprit"] == ["_ZN5aiter35fmha_bwd_hd128_dq_convert_bf16_rtneE"]
+    x = c["counterexample"]
+    assert x["producer_offset"] == x["producer_expected"] >= 2 ** 31
+    assert x["consumer_offset"] == x["producer_offset"] - 2 ** 32 + 2 ** 64      # sign-extended 32-bit term
