@@ -132,3 +132,18 @@ def test_one_address_on_three_paths_is_proved_once_on_the_domain(tmp_path, monke
         assert c["verdict"] == "proved", (buf, lay, c["reason"])
     assert sorted(seen) == sorted([("d", lay, True) for lay in ("bhsd", "bshd", "sbhd")]
                                   + [("lse", lay, False) for lay in ("bhsd", "bshd", "sbhd")])
+
+
+def test_group_mode_rows_placed_by_another_sequence_are_refuted(tmp_path):
+    """The rule of the test above can fail: rows placed by sequence 0's length (a bottom-right
+    offset read from the wrong sequence) are a counterexample at batch_id 1 with sequences of
+    different lengths, replayed on this kernel."""
+    rep = verify(build("group_lse_other_len", tmp_path), buffers=["lse"], layouts=["bhsd"], model_files=[MODEL],
+                 properties=["address"], min_budget_s=60)
+    c = verdicts(rep)[("lse", "bhsd")]
+    assert c["verdict"] == "counterexample", c["reason"]
+    x = c["counterexample"]
+    assert x["coords"]["batch_id"] >= 1
+    seq = {int(k): int(v) for k, v in x["arrays"]["seqstart_q"].items()}
+    b = x["coords"]["batch_id"]
+    assert (seq.get(1, 0) - seq.get(0, 0) - 1) // 64 != (seq.get(b + 1, 0) - seq.get(b, 0) - 1) // 64
