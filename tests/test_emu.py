@@ -143,6 +143,41 @@ def test_buffer_range_checks_raw_and_structured():
     assert all(ok)                         # structured: index 0 < 400 records
 
 
+def _guide_offset(index, offset, stride, index_stride, element=4):
+    """The MI300 ISA guide's swizzled buffer_offset (chapter 9, "Buffer addressing"), written
+    out independently of isa/memory.buffer_offset."""
+    return ((index // index_stride) * stride + (offset // element) * element) * index_stride \
+        + (index % index_stride) * element + offset % element
+
+
+@pytest.mark.parametrize("field,istride", [(0, 8), (1, 16), (2, 32), (3, 64)])
+def test_swizzled_buffer_rows_follow_the_isa_guide(field, istride):
+    """swizzle_enable (dword1 bit 31), index_stride (dword3 bits 22:21): every lane's address is
+    base + soffset + the guide's buffer_offset with 4-byte elements (gfx9), the instruction
+    offset inside the offset term; the range check is on the index."""
+    stride = 48
+    buf = vsharp([0x10000, (1 << 31) | (stride << 16), 40, field << 21])
+    idx = np.arange(64, dtype=np.uint64)
+    voff = (np.arange(64, dtype=np.uint64) * np.uint64(7)) % np.uint64(stride)
+    addr, ok = buffer_addresses(buf, idx, voff, 0x100, 4, 4, idxen=True)
+    for lane in range(64):
+        want = 0x10000 + 0x100 + _guide_offset(lane, int(voff[lane]) + 4, stride, istride)
+        assert int(addr[lane]) == want, lane
+    assert ok.tolist() == [True] * 40 + [False] * 24
+
+
+def test_add_tid_adds_the_lane_to_the_index_and_data_format_extends_the_stride():
+    """add_tid_enable (dword3 bit 23): index = vgpr_index + thread_id[5:0]; a MUBUF access then
+    takes stride bits 17:14 from DATA_FORMAT (dword3 bits 18:15: Mesa, gfx8-9)."""
+    buf = vsharp([0x2000, 8 << 16, 1 << 20, (1 << 23) | (1 << 15)])      # stride 8 | 1 << 14
+    idx = np.full(64, 2, dtype=np.uint64)
+    addr, _ = buffer_addresses(buf, idx, np.zeros(64, dtype=np.uint64), 0, 0, 4)
+    assert [int(a) for a in addr[:3]] == [0x2000 + (2 + k) * (8 + (1 << 14)) for k in range(3)]
+    lin = vsharp([0x2000, 8 << 16, 1 << 20, 1 << 23])
+    addr, _ = buffer_addresses(lin, idx, np.zeros(64, dtype=np.uint64), 0, 0, 4)
+    assert int(addr[63]) == 0x2000 + 65 * 8
+
+
 def test_unknown_instruction_and_wild_address_are_errors_not_guesses():
     w = Wave()
     (ins,) = list(parse_listing(_wrap("        v_mfma_f32_32x32x8bf16_1k a[0:15], v[0:1], v[2:3], 0 // 000000000000: 00000000\n")).values())[0]

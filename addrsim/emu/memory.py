@@ -5,7 +5,8 @@ Owns :class:`Memory`, :class:`Buffer` and :func:`vsharp`.  May import addrsim.ir
 addrsim.backends, addrsim.isa and addrsim.emu.wave.  Facts: MI300 ISA guide (CDNA3) chapter 9 "Buffer instructions": V# dwords
 0-1 hold base[47:0] and stride[61:48] (dword1 bits 29:16), dword2 num_records, dword1 bit 31
 swizzle_enable, dword3 bit 23 add_tid_enable; the address is ``base + soffset + inst_offset
-+ (offen ? voffset : 0) + (idxen ? vindex * stride : 0)``; the range check (raw buffer, stride
++ (offen ? voffset : 0) + (idxen ? vindex * stride : 0)``, swizzled or with the lane added to
+the index as the prover builds it (:func:`addrsim.isa.memory.buffer_offset`); the range check (raw buffer, stride
 0: ``voffset + inst_offset + size <= num_records``; structured: ``vindex < num_records``)
 drops an out-of-range store and returns 0 for an out-of-range load.  Both the V# fields and
 the range check are the prover's own rows (:mod:`addrsim.isa.memory`), evaluated here.  An access outside every
@@ -22,7 +23,7 @@ import numpy as np
 from addrsim.backends.vector import vec
 from addrsim.emu.wave import LANES, U64, EmuError, StrayStore
 from addrsim.ir.expr import Const, Sym
-from addrsim.isa.memory import buffer_in_range, vsharp_fields
+from addrsim.isa.memory import buffer_in_range, buffer_offset, vsharp_fields
 
 ALIGN = 1 << 21          # allocations 2 MiB apart, as a GPU allocator would place them
 FIRST = 1 << 40
@@ -119,13 +120,14 @@ class Buffer:
     num_records: int
     swizzle: bool
     add_tid: bool
+    words: Tuple[int, ...] = ()      # the four dwords (index_stride, DATA_FORMAT's stride bits)
 
 
 def vsharp(words: List[int]) -> Buffer:
     """The V# of four SGPR dwords, read with the prover's field positions
     (:func:`addrsim.isa.memory.vsharp_fields`)."""
     base, stride, swz, tid = (f.value for f in vsharp_fields([Const(w, 32) for w in words]))
-    return Buffer(base, stride, words[2], bool(swz), bool(tid))
+    return Buffer(base, stride, words[2], bool(swz), bool(tid), tuple(words))
 
 
 @lru_cache(maxsize=None)
@@ -136,13 +138,26 @@ def _range_check(ioff: int, size: int, idxen: bool):
                            idxen)
 
 
+@lru_cache(maxsize=None)
+def _offset_formula(ioff: int, words: Tuple[int, ...]):
+    """(byte offset, index) of a swizzled or add_tid access as the prover builds them
+    (:func:`addrsim.isa.memory.buffer_offset`) over the symbols index, voff and lane."""
+    return buffer_offset(Sym("index", 32), Sym("voff", 32), ioff, Sym("lane", 32), [Const(w, 32) for w in words])
+
+
 def buffer_addresses(buf: Buffer, vindex: np.ndarray, voffset: np.ndarray, soffset: int, ioff: int,
                      size: int, idxen: bool = True) -> Tuple[np.ndarray, np.ndarray]:
     """(byte addresses, in range) per lane of a MUBUF access (uint64 and bool vectors);
     ``idxen``: the instruction's bit (it selects the structured range check)."""
-    if buf.swizzle or buf.add_tid:
-        raise EmuError("swizzled or add_tid buffer addressing is not emulated yet")
-    addr = (U64(buf.base) + U64(soffset) + U64(ioff) + voffset + vindex * U64(buf.stride)) & U64((1 << 64) - 1)
+    if buf.swizzle or buf.add_tid:      # the prover's formula (isa/memory.buffer_offset), vectorised
+        off, idx = _offset_formula(ioff, buf.words)
+        env = {"index": vindex, "voff": voffset, "lane": np.arange(len(vindex), dtype=np.uint64) % U64(LANES)}
+        memo: dict = {}
+        offv = np.broadcast_to(np.asarray(vec(off, env, memo, [0]), dtype=np.uint64), (len(vindex),))
+        addr = (U64(buf.base) + U64(soffset) + offv) & U64((1 << 64) - 1)
+        vindex = np.broadcast_to(np.asarray(vec(idx, env, memo, [0]), dtype=np.uint64), (len(vindex),))
+    else:
+        addr = (U64(buf.base) + U64(soffset) + U64(ioff) + voffset + vindex * U64(buf.stride)) & U64((1 << 64) - 1)
     env = {"index": vindex, "voff": voffset, "stride": U64(buf.stride), "records": U64(buf.num_records)}
     ok = np.broadcast_to(np.asarray(vec(_range_check(ioff, size, idxen), env, {}, [0])),
                          (len(vindex),)).astype(bool)

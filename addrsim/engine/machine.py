@@ -26,7 +26,7 @@ from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.backends.z3_bv import offset_from
-from addrsim.isa.memory import buffer_in_range, global_offset, vsharp_fields
+from addrsim.isa.memory import buffer_in_range, buffer_offset, global_offset, vsharp_fields
 from addrsim.isa.operands import EXEC_LO, M0, VCC_LO, constant, parse_register  # noqa: F401  (EXEC_LO, M0: re-exported)
 from addrsim.isa.table import Row, effects, lookup, split_operands
 
@@ -83,7 +83,8 @@ class Access:
     first: frozenset = frozenset()   # pointer arguments this is the first access of, on its path
     size: int = 4                    # bytes the access reads or writes per lane
     in_range: Expr = Const(1, 1)     # 1-bit: the V# range check passes (always 1 for global_*)
-    linear: Expr = Const(1, 1)       # 1-bit: V# swizzle_enable and add_tid_enable are 0 (the address is linear)
+    linear: Expr = Const(1, 1)       # 1-bit: V# swizzle_enable and add_tid_enable are 0; where not a constant,
+                                     # ``address`` is the linear one, valid only where this holds
 
 
 @dataclass
@@ -530,8 +531,10 @@ class Machine:
         base, stride, swz, addtid = vsharp_fields(words)
         notes = []
         linear = X.and_(X.eq(swz, Const(0, 1)), X.eq(addtid, Const(0, 1)))     # 1-bit: linear addressing applies
-        if isinstance(linear, Const) and linear.value == 0:
-            notes.append("V# swizzle_enable or add_tid_enable is set: swizzled addressing not modelled")
+        modes = words if isinstance(linear, Const) else (words[0], X.and_(words[1], Const(0x7fffffff, 32)), words[2],
+                                                         X.and_(words[3], Const(0xff7fffff, 32)))
+        # modes: the V# whose address is built; where the swizzle/add_tid bits are not constant,
+        # the linear one, which prove.check uses only where it proves both bits 0 (Access.linear)
         soffset = self.read_scalar(soff, 32)
         self.last_access = []
         for lane in range(self.nlanes):
@@ -543,8 +546,8 @@ class Machine:
                 index = self.read_vector(vaddr, 32, lane)
             elif offen:
                 voff = self.read_vector(vaddr, 32, lane)
-            addr = X.add(X.add(X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), Const(ioff, 64)),
-                               X.zext(voff, 64)), X.mul(X.zext(index, 64), X.zext(stride, 64)))
+            off, index = buffer_offset(index, voff, ioff, self.lane_in_wave_of(lane), modes)
+            addr = X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), off)
             size = row.nbytes
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
                                            stride, words[2], addr, self.lane_active(lane), lds, tuple(notes),
@@ -619,6 +622,10 @@ class SymbolicLane(Machine):
         self.lane_sym = lane_sym
         self.lane_in_wave = X.and_(lane_sym, Const(WAVE - 1, 32))
 
+    def lane_in_wave_of(self, lane: int) -> Expr:
+        """thread_id[5:0] of ``lane`` (32-bit): the generic lane's position in its wave."""
+        return self.lane_in_wave
+
     def lane_active(self, lane: int) -> Expr:
         ex = self.exec
         if isinstance(ex, LaneMask):
@@ -692,6 +699,10 @@ class ConcreteLanes(Machine):
                 below = [a for a in self.memory if lo <= a < addr]
                 return self.memory[max(below)] if below else 0
         return None
+
+    def lane_in_wave_of(self, lane: int) -> Expr:
+        """thread_id[5:0] of ``lane`` (32-bit): its index in the wave."""
+        return Const(lane, 32)
 
     def lane_active(self, lane: int) -> Expr:
         ex = self.exec

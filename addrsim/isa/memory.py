@@ -1,12 +1,23 @@
 """Memory instructions: access sizes, the V# and the MUBUF range check.
 
-Owns :func:`access_size`, :func:`vsharp_fields` and :func:`buffer_in_range`.  May import
-addrsim.ir only.  Facts (AMD Instinct MI300 ISA Reference Guide, CDNA3; the same in CDNA4):
+Owns :func:`access_size`, :func:`vsharp_fields`, :func:`buffer_offset` and
+:func:`buffer_in_range`.  May import addrsim.ir only.  Facts (AMD Instinct MI300 ISA Reference
+Guide, CDNA3; the same in CDNA4):
 
 * Buffer addressing (chapter 9, "Buffer Instructions"): V# dword0-1 hold base[47:0] and
-  stride[61:48] (dword1 bits 29:16), swizzle_enable is dword1 bit 31, add_tid_enable dword3 bit
-  23, num_records dword2; ``address = base + soffset + inst_offset + (offen ? voffset : 0) +
-  (idxen ? vindex * stride : 0)``.
+  stride[61:48] (dword1 bits 29:16), swizzle_enable is dword1 bit 31, index_stride dword3 bits
+  22:21 (8, 16, 32 or 64 indices), add_tid_enable dword3 bit 23, num_records dword2.
+  ``index = (idxen ? vgpr_index : 0) + (add_tid_enable ? thread_id[5:0] : 0)``, ``offset =
+  (offen ? vgpr_offset : 0) + inst_offset``; linear: ``buffer_offset = index * stride +
+  offset``; swizzled: ``index_msb = index / index_stride``, ``index_lsb = index % index_stride``,
+  ``offset_msb = offset / element_size``, ``offset_lsb = offset % element_size``,
+  ``buffer_offset = (index_msb * stride + offset_msb * element_size) * index_stride + index_lsb
+  * element_size + offset_lsb``; ``address = base + soffset + buffer_offset`` (the SGPR offset
+  is not swizzled).  On gfx9 (gfx942, gfx950) the V# has no element_size field: swizzled
+  buffers have 4-byte elements (Mesa radeonsi si_descriptors.c: "only 4 bytes on GFX9"), and
+  with add_tid_enable a MUBUF access takes stride bits 17:14 from DATA_FORMAT (dword3 bits
+  18:15; Mesa ac_nir_lower_abi: "If MUBUF && ADD_TID_ENABLE, DATA_FORMAT means STRIDE[14:17]
+  on gfx8-9").
 * FLAT global (section 9.1): the immediate offset is a signed 13-bit value.
 """
 from __future__ import annotations
@@ -34,6 +45,35 @@ def vsharp_fields(words: Sequence[Expr]) -> Tuple[Expr, Expr, Expr, Expr]:
     four V# dwords."""
     base = X.concat(X.extract(words[1], 15, 0), words[0])
     return base, X.extract(words[1], 29, 16), X.extract(words[1], 31, 31), X.extract(words[3], 23, 23)
+
+
+SWIZZLE_ELEMENT_BYTES = 4
+"""Element size of a swizzled buffer on gfx9 (module docstring)."""
+
+
+def buffer_offset(vindex: Expr, voff: Expr, ioff: int, lane_in_wave: Expr, words: Sequence[Expr]
+                  ) -> Tuple[Expr, Expr]:
+    """(64-bit byte offset from base + soffset, 32-bit index) of a MUBUF access, by the module
+    docstring's formulas: ``vindex``/``voff`` the VGPR index and offset (Const 0 where idxen or
+    offen is clear), ``ioff`` the instruction offset, ``lane_in_wave`` thread_id[5:0] (32-bit),
+    ``words`` the four V# dwords.  The index is the one the range check compares with
+    num_records."""
+    _, stride, swz, tid = vsharp_fields(words)
+    tid_on = X.eq(tid, Const(1, 1))
+    index = X.add(vindex, X.ite(tid_on, lane_in_wave, Const(0, 32)))
+    stride = X.zext(stride, 18)
+    stride = X.ite(tid_on, X.or_(stride, X.shl(X.zext(X.extract(words[3], 18, 15), 18), Const(14, 18))), stride)
+    stride = X.zext(stride, 64)
+    offset = X.add(X.zext(voff, 64), Const(ioff, 64))
+    index64 = X.zext(index, 64)
+    linear = X.add(X.mul(index64, stride), offset)
+    if isinstance(swz, Const) and swz.value == 0:
+        return linear, index
+    istride = X.shl(Const(8, 64), X.zext(X.extract(words[3], 22, 21), 64))
+    esize = Const(SWIZZLE_ELEMENT_BYTES, 64)
+    swizzled = X.add(X.add(X.mul(X.add(X.mul(X.udiv(index64, istride), stride), X.mul(X.udiv(offset, esize), esize)),
+                                 istride), X.mul(X.urem(index64, istride), esize)), X.urem(offset, esize))
+    return X.ite(X.eq(swz, Const(1, 1)), swizzled, linear), index
 
 
 def global_offset(imm: int) -> int:

@@ -361,22 +361,22 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
 
 
 def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
-    """None when every access's V# has swizzle_enable and add_tid_enable 0 on the domain and
-    its path (so the linear address the engine built is the hardware's: MI300 ISA guide,
-    "Buffer addressing"), else (verdict, reason): unsupported when a bit may be 1 (swizzled
-    addressing is not modelled), unknown when the query runs out of budget.  gfx950's odo,
-    dq_convert and dq_shuffle add the 64-bit base into V# dword1 (``s_addc_u32 s13, s35, s25``),
-    whose bit 31 is swizzle_enable: 0 only because the address stays below 2**63, which the
-    48-bit pointer and the tensor's extent guarantee; a syntactic check cannot see it."""
+    """None when every access's address is the hardware's: its V#'s swizzle_enable and
+    add_tid_enable bits are constants (the engine then built the address by the ISA guide's
+    formula, linear or swizzled: :func:`addrsim.isa.memory.buffer_offset`), or not constants but
+    proved 0 on the domain and the path (the engine built the linear address); else (verdict,
+    reason): unsupported when a bit that is not a constant may be 1, unknown when the query runs
+    out of budget.  gfx950's odo, dq_convert and dq_shuffle add the 64-bit base into V# dword1
+    (``s_addc_u32 s13, s35, s25``), whose bit 31 is swizzle_enable: 0 only because the address
+    stays below 2**63, which the 48-bit pointer and the tensor's extent guarantee; a syntactic
+    check cannot see it."""
     prob, opts = ctx.prob, ctx.opts
     ranges = ranges_of(prob)
     seen = set()
     for t in tg:
         lin = X.substitute(t.access.linear, env)
         if isinstance(lin, Const):
-            if lin.value == 1:
-                continue
-            return Verdict.UNSUPPORTED, "V# swizzle_enable or add_tid_enable is set: swizzled addressing not modelled"
+            continue
         conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
         conds += array_facts(conds + [lin], prob)
         key, _, _ = _canonical_key(("linear V#", opts.arith, opts.budgets()), lin, conds)
@@ -389,8 +389,9 @@ def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
             hit = ctx.keep(key, (proved, used), wall)
         ctx.spent += hit[1]
         if not hit[0]:
-            return Verdict.UNSUPPORTED, (f"V# swizzle_enable/add_tid_enable not proved 0 at {t.access.instr.addr:#x} "
-                                         f"(swizzled addressing not modelled)")
+            return Verdict.UNSUPPORTED, (f"V# swizzle_enable/add_tid_enable at {t.access.instr.addr:#x} is computed "
+                                         f"and not proved 0: the address was built linear (a computed swizzle bit "
+                                         f"is not modelled)")
     return None
 
 

@@ -67,6 +67,7 @@ class Side:
     sub: Subject
     cases: List[Tuple[Expr, List[Expr], Target, Expr, Expr]]
     expected: Expr
+    domain: List[Expr]             # the domain and the array facts alone (renamed), without any path
     names: Dict[str, str]          # own name -> renamed name
 
 
@@ -115,7 +116,9 @@ def side(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options,
     own = lambda s_: s_.kind not in ("shape", "array") and s_.name not in shared  # noqa: E731
     out = [(_renamed(o, tag, own, memo, names), [_renamed(c, tag, own, memo, names) for c in cs], t, a, a00)
            for o, cs, t, a, a00 in cases]
-    return Side(sub.kernel.symbol, buffer, prob, sub, out, expected, names)
+    dom = list(prob.domain)
+    dom = [_renamed(c, tag, own, memo, names) for c in dom + array_facts(dom + [o for o, *_ in cases], prob)]
+    return Side(sub.kernel.symbol, buffer, prob, sub, out, expected, dom, names)
 
 
 def _renamed(e: Expr, tag: str, own, memo: dict, names: Dict[str, str]) -> Expr:
@@ -162,6 +165,8 @@ def decide(p: Side, c: Side, layout: str, opts: Options) -> Contract:
         if key in seen:
             continue
         seen.add(key)
+        if decide_query(p.domain + c.domain, claim, ranges, opts.query_ru, p.prob, 0, opts.arith)[0] == "proved":
+            continue          # on the two domains alone: then on every path (group mode: path conditions weigh)
         v, model, why, minimal, _, _ = decide_query(conds, claim, ranges, opts.query_ru, p.prob, opts.min_ru,
                                                     opts.arith)
         if v == "unknown":
