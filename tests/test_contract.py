@@ -92,3 +92,25 @@ def test_real_pass_pairs_from_the_routing_tables():
     x = c["counterexample"]
     assert x["producer_offset"] == x["producer_expected"] >= 2 ** 31
     assert x["consumer_offset"] == x["producer_offset"] - 2 ** 32 + 2 ** 64      # sign-extended 32-bit term
+
+
+def test_scan_checks_the_pairs_the_routing_tables_name(tmp_path, capsys):
+    """scan --contracts: a main kernel whose csv row says atomic32 is followed by the
+    dq_convert row of its head dim and mode (mha_bwd.cu 424-452); the pair disagrees in SBHD, a
+    finding of the scan (exit 1), in its JSON under "contracts"."""
+    import json
+    build("acc_producer", tmp_path)
+    build("acc_consumer_bas", tmp_path)
+    cols = "dtype,hdim_q,hdim_v,mask,atomic32,pssk,pddv,mode,bf16_cvt,ts_qo,ts,knl_name,co_name\n"
+    (tmp_path / "fmha_bwd_dqdkdv.csv").write_text(
+        cols + "bf16,128,128,0,1,0,0,0,3,16,64,addrsim_example_acc_producer,acc_producer.co\n")
+    (tmp_path / "fmha_bwd_dq_convert.csv").write_text(
+        cols + "bf16,128,128,0,0,0,0,0,3,0,64,addrsim_example_acc_consumer_bas,acc_consumer_bas.co\n")
+    out = tmp_path / "scan.json"
+    argv = ["scan", str(tmp_path), "--contracts", "--model", MODEL, "--layout", "sbhd", "--buffer", "dq",
+            "--check", "address", "--json", str(out), "--no-cache"]
+    argv += [f"--bound={k}={lo}:{hi}" for k, (lo, hi) in SMALL.items()]
+    assert cli(argv) == 1
+    assert "contracts between kernels of one pass" in capsys.readouterr().out
+    cs = json.loads(out.read_text())["contracts"]
+    assert [(c["layout"], c["verdict"], c["term"]) for c in cs] == [("sbhd", "counterexample", "batch")]

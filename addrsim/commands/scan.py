@@ -35,10 +35,10 @@ from addrsim.model.models import ModelSet, choose_family, load_models
 import json
 import sys
 
-from addrsim.api import DEFAULT_LAYOUTS, exit_status
+from addrsim.api import DEFAULT_LAYOUTS, EXIT_LATENT, exit_status
 from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      cache_dir_of, check_outputs, smt_dir)
-from addrsim.errors import EXIT_INTERNAL, AddrsimError
+from addrsim.errors import EXIT_INTERNAL, EXIT_UNKNOWN, AddrsimError
 from addrsim.files import atomic_open
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
@@ -507,6 +507,10 @@ def register(sub) -> None:
     sc.add_argument("--accepted", metavar="FILE.yaml",
                     help="accepted findings (kernel glob, buffer, layout, property, cause, a required reason, "
                          "optional expires): marked accepted in every output and never failing")
+    sc.add_argument("--contracts", action="store_true",
+                    help="also check the tensors two kernels of one pass share (D: odo -> main, dq_acc: main -> "
+                         "dq_convert/dq_shuffle), for each main kernel a routing csv beside it names "
+                         "(addrsim contract); a disagreement is a finding (exit 1)")
     sc.add_argument("--no-progress", "--quiet", "-q", dest="no_progress", action="store_true", help="no progress bar")
     sc.add_argument("--progress", action="store_true", help="progress bar even when stderr is not a terminal")
 
@@ -553,12 +557,21 @@ def run(args) -> int:
     gated = args.baseline is not None or args.accepted is not None
     if gated:
         merged["gate"] = gate(merged["kernels"], baseline, accepted)
+    if args.contracts:
+        try:
+            merged["contracts"] = pass_contracts_of(corpus, layouts, ms, bounds_of(args), budgets_of(args))
+        except AddrsimError as e:
+            sys.stderr.write(f"addrsim: {e}\n")
+            return e.exit_code
     try:
         if args.json == "-":
             json.dump(merged, sys.stdout, indent=2)
             sys.stdout.write("\n")
         else:
             print(summary(reports, corpus, layouts))
+            if merged.get("contracts") is not None:
+                from addrsim.commands.contract import format_contracts
+                print("contracts between kernels of one pass:\n" + format_contracts(merged["contracts"]))
             if gated:
                 print("\n".join(gate_text(merged["gate"])))
             if args.json:
@@ -579,4 +592,23 @@ def run(args) -> int:
         sys.stderr.write(f"addrsim: {e}\n")
     if errors:
         return max(r.get("exit", EXIT_BAD_INPUT) for r in reports if r.get("error"))
-    return gate_status(merged["gate"], merged["kernels"]) if gated else exit_status(reports)
+    status = gate_status(merged["gate"], merged["kernels"]) if gated else exit_status(reports)
+    if any(c["verdict"] == "counterexample" for c in merged.get("contracts") or []):
+        return 1 if status in (0, EXIT_UNKNOWN, EXIT_LATENT) else status
+    return status
+
+
+def pass_contracts_of(corpus: Corpus, layouts, ms: ModelSet, bounds, budgets) -> List[dict]:
+    """The contracts (:func:`addrsim.api.contract`) of every pass a routing csv beside a
+    scanned main kernel names, each pair once."""
+    from addrsim.api import contract, pass_contracts
+    from addrsim.loader.codeobj import load as load_code_object
+    seen, out = set(), []
+    for f in corpus.files:
+        if not str(f).endswith(".co"):
+            continue
+        for pr, pb, co, cb in pass_contracts(Path(f), load_code_object(f).arch):
+            if (pr, pb, co, cb) not in seen:
+                seen.add((pr, pb, co, cb))
+                out += contract(pr, co, pb, cb, layouts, models=ms, bounds=bounds, **budgets)
+    return out
