@@ -592,6 +592,12 @@ def run(args) -> int:
         sys.stderr.write(f"addrsim: {e}\n")
     if errors:
         return max(r.get("exit", EXIT_BAD_INPUT) for r in reports if r.get("error"))
+    return _status(merged, reports, gated)
+
+
+def _status(merged: dict, reports: List[dict], gated: bool) -> int:
+    """The gate's status (with a baseline or accepted findings) or the verdicts'; a contract
+    disagreement between two kernels of one pass counts as a reachable finding."""
     status = gate_status(merged["gate"], merged["kernels"]) if gated else exit_status(reports)
     if any(c["verdict"] == "counterexample" for c in merged.get("contracts") or []):
         return 1 if status in (0, EXIT_UNKNOWN, EXIT_LATENT) else status

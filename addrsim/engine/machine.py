@@ -531,10 +531,9 @@ class Machine:
         base, stride, swz, addtid = vsharp_fields(words)
         notes = []
         linear = X.and_(X.eq(swz, Const(0, 1)), X.eq(addtid, Const(0, 1)))     # 1-bit: linear addressing applies
-        modes = words if isinstance(linear, Const) else (words[0], X.and_(words[1], Const(0x7fffffff, 32)), words[2],
-                                                         X.and_(words[3], Const(0xff7fffff, 32)))
-        # modes: the V# whose address is built; where the swizzle/add_tid bits are not constant,
-        # the linear one, which prove.check uses only where it proves both bits 0 (Access.linear)
+        modes = words if isinstance(linear, Const) else None
+        # where the swizzle/add_tid bits are not constants the address is built linear, and
+        # prove.check uses it only where it proves both bits 0 (Access.linear)
         soffset = self.read_scalar(soff, 32)
         self.last_access = []
         for lane in range(self.nlanes):
@@ -546,8 +545,12 @@ class Machine:
                 index = self.read_vector(vaddr, 32, lane)
             elif offen:
                 voff = self.read_vector(vaddr, 32, lane)
-            off, index = buffer_offset(index, voff, ioff, self.lane_in_wave_of(lane), modes)
-            addr = X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), off)
+            if modes is None or linear.value == 1:
+                addr = X.add(X.add(X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), Const(ioff, 64)),
+                                   X.zext(voff, 64)), X.mul(X.zext(index, 64), X.zext(stride, 64)))
+            else:            # swizzle_enable or add_tid_enable set: the ISA guide's formula
+                off, index = buffer_offset(index, voff, ioff, self.lane_in_wave_of(lane), modes)
+                addr = X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), off)
             size = row.nbytes
             self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
                                            stride, words[2], addr, self.lane_active(lane), lds, tuple(notes),
