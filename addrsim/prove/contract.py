@@ -272,8 +272,12 @@ def _disagreement(res: Contract, p: Side, c: Side, pc, cc, model: dict, minimal:
     who = ", ".join(res.culprit) if res.culprit else "neither kernel (the models' expected offsets disagree)"
     res.reason = (f"{p.kernel} writes {p.buffer} of (batch_id, head_id) at offset {vals['producer'][0]} from slice "
                   f"(0, 0), {c.kernel} reads {c.buffer} at {vals['consumer'][0]} (host: {vals['producer'][1]}); "
-                  f"the {res.term or 'offset'} term differs ({res.cause or 'unclassified'}); off the host's layout: {who}")
+                  f"{_term_text(res.term)} ({res.cause or 'unclassified'}); off the host's layout: {who}")
     return res
+
+
+def _term_text(term: str) -> str:
+    return f"the {term} term differs" if term else "only the batch and head terms together differ"
 
 
 def _term(p: Side, c: Side, pc, cc, model: dict) -> str:
