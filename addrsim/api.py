@@ -339,15 +339,18 @@ def contract(producer, consumer, producer_buffer: str, consumer_buffer: str,
     "term", "witness", "assumptions"}``.  Raises InputError (a file, buffer or layout the
     models do not know) and ToolError (no llvm-objdump)."""
     from dataclasses import asdict
-    from addrsim.prove.contract import decide, side
+    from addrsim.prove.contract import LINKS, decide, side
     opts = options if options is not None else Options.of(**option_kw)
+    if (producer_buffer, consumer_buffer) not in {(pb, cb) for _, pb, _, cb in LINKS}:
+        raise InputError(str(consumer), f"{producer_buffer} -> {consumer_buffer} is not a tensor two kernels of the "
+                                        f"pass share (" + ", ".join(f"{pb} -> {cb}" for _, pb, _, cb in LINKS) + ")")
     ms = models or load_models(model_files)
     subs = []
     for path, like, buf in ((producer, like_producer, producer_buffer), (consumer, like_consumer, consumer_buffer)):
         _validated(path, opts, ["address"], layouts, ms, None)
-        if buf not in ms.buffers:
-            raise InputError(path, f"unknown buffer {buf!r} (models define: {', '.join(sorted(ms.buffers))})")
         src = load_source(path, like)
+        if len(src.co.kernels) != 1:
+            raise InputError(str(path), f"holds {len(src.co.kernels)} kernels: a contract compares one kernel with one")
         k = src.co.kernels[0]
         if choose_family(ms, k, src.co.arch) is None:
             raise UnmodelledError(path, k.symbol)
@@ -357,8 +360,8 @@ def contract(producer, consumer, producer_buffer: str, consumer_buffer: str,
         subs.append(_explored(k, src, ms))
     out = []
     for lay in layouts:
-        sides = [side(sub, ex, buf, lay, opts, tag) for (sub, ex), buf, tag in
-                 zip(subs, (producer_buffer, consumer_buffer), ("@producer", "@consumer"))]
+        sides = [side(sub, ex, buf, lay, opts, tag, role) for (sub, ex), buf, tag, role in
+                 zip(subs, (producer_buffer, consumer_buffer), ("@producer", "@consumer"), ("writes", "reads"))]
         if any(isinstance(s_, str) for s_ in sides):
             why = "; ".join(s_ for s_ in sides if isinstance(s_, str))
             out.append({"producer": [subs[0][0].kernel.symbol, producer_buffer],

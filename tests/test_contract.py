@@ -96,21 +96,45 @@ def test_real_pass_pairs_from_the_routing_tables():
 
 def test_scan_checks_the_pairs_the_routing_tables_name(tmp_path, capsys):
     """scan --contracts: a main kernel whose csv row says atomic32 is followed by the
-    dq_convert row of its head dim and mode (mha_bwd.cu 424-452); the pair disagrees in SBHD, a
-    finding of the scan (exit 1), in its JSON under "contracts"."""
+    dq_convert row of its head dim and mode (mha_bwd.cu 424-452); the pair disagrees in SBHD,
+    in the scan's JSON under "contracts".  The odo row names a kernel without D: that pair is an
+    "error" entry naming the problem, the other pair still runs, the report is written, exit 3."""
     import json
     build("acc_producer", tmp_path)
     build("acc_consumer_bas", tmp_path)
     cols = "dtype,hdim_q,hdim_v,mask,atomic32,pssk,pddv,mode,bf16_cvt,ts_qo,ts,knl_name,co_name\n"
     (tmp_path / "fmha_bwd_dqdkdv.csv").write_text(
         cols + "bf16,128,128,0,1,0,0,0,3,16,64,addrsim_example_acc_producer,acc_producer.co\n")
+    (tmp_path / "fmha_bwd_odo.csv").write_text(cols + "bf16,128,128,0,0,0,0,0,3,0,128,odo,acc_consumer_bas.co\n")
     (tmp_path / "fmha_bwd_dq_convert.csv").write_text(
         cols + "bf16,128,128,0,0,0,0,0,3,0,64,addrsim_example_acc_consumer_bas,acc_consumer_bas.co\n")
     out = tmp_path / "scan.json"
     argv = ["scan", str(tmp_path), "--contracts", "--model", MODEL, "--layout", "sbhd", "--buffer", "dq",
             "--check", "address", "--json", str(out), "--no-cache"]
     argv += [f"--bound={k}={lo}:{hi}" for k, (lo, hi) in SMALL.items()]
-    assert cli(argv) == 1
-    assert "contracts between kernels of one pass" in capsys.readouterr().out
+    assert cli(argv) == 3
+    io = capsys.readouterr()
+    assert "contracts between kernels of one pass" in io.out and "no pointer argument of buffer 'd'" in io.err
     cs = json.loads(out.read_text())["contracts"]
-    assert [(c["layout"], c["verdict"], c["term"]) for c in cs] == [("sbhd", "counterexample", "batch")]
+    assert [(c["layout"], c["verdict"], c["term"]) for c in cs] == [("-", "error", ""), ("sbhd", "counterexample", "batch")]
+
+
+def test_bad_pairs_and_tables_are_one_line_each(tmp_path, capsys):
+    """From a breaker's report: tensors no two kernels share, a reader given as the writer, an
+    output that would overwrite an input, and routing tables the host could not read are bad
+    input (exit 3, one line naming the file), never a verdict or an internal error."""
+    p, c = build("acc_producer", tmp_path), build("acc_consumer", tmp_path)
+    base = ["contract", "--model", MODEL, "--layout", "sbhd"]
+    assert cli(base + [str(p), str(c), "--buffers", "dq", "lse"]) == 3
+    assert "not a tensor two kernels of the pass share" in capsys.readouterr().err
+    assert cli(base + [str(c), str(p), "--buffers", "dq", "dq_acc"]) == 3           # roles swapped
+    assert cli(base + [str(p), str(c), "--buffers", "dq", "dq_acc", "--json", str(c)]) == 3
+    assert "would be overwritten" in capsys.readouterr().err and c.read_bytes()[:4] == b"\x7fELF"
+    cols = "dtype,hdim_q,hdim_v,mask,atomic32,pssk,pddv,mode,bf16_cvt,ts_qo,ts,knl_name,co_name\n"
+    row = "bf16,128,128,0,1,0,0,0,3,16,64,addrsim_example_acc_producer,acc_producer.co\n"
+    (tmp_path / "fmha_bwd_dqdkdv.csv").write_text(cols.replace("dtype,", "") + row.split(",", 1)[1])
+    assert cli(base + [str(p)]) == 3
+    assert "lacks the column(s) dtype" in capsys.readouterr().err
+    (tmp_path / "fmha_bwd_dqdkdv.csv").write_text("\ufeff" + cols + row, encoding="utf-8")    # Excel's BOM
+    assert cli(base + [str(p)]) == 3                                                 # read; no odo row
+    assert "fmha_bwd_odo.csv" in capsys.readouterr().err

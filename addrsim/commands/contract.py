@@ -16,7 +16,8 @@ import sys
 from pathlib import Path
 
 from addrsim import __version__
-from addrsim.commands.common import EXIT_BAD_INPUT, add_budgets, bound_arg, bounds_of, budgets_of, emit, fail
+from addrsim.commands.common import (EXIT_BAD_INPUT, add_budgets, bound_arg, bounds_of, budgets_of, check_outputs, emit,
+                                     fail)
 from addrsim.errors import EXIT_UNKNOWN, AddrsimError, InputError
 from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
 
@@ -34,6 +35,10 @@ def register(sub) -> None:
     c.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX",
                    help="override a shape bound, e.g. nhead_q=1:8")
     c.add_argument("--json", metavar="FILE", help="write the JSON report to FILE ('-' for stdout)")
+    c.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing among the files takes "
+                                                      "(both files; --like-producer/--like-consumer for one)")
+    c.add_argument("--like-producer", metavar="KERNEL.co", help="the same for the producer only")
+    c.add_argument("--like-consumer", metavar="KERNEL.co", help="the same for the consumer only")
     add_budgets(c, QUERY_MRU, CHECK_MRU, MIN_MRU)
 
 
@@ -47,7 +52,7 @@ def _pairs(args):
                                             "(e.g. --buffers dq dq_acc)")
         return [(Path(args.files[0]), args.buffers[0], Path(args.files[1]), args.buffers[1])]
     if len(args.files) != 1 or args.buffers:
-        raise InputError(args.files[-1], "give one main kernel, or a producer and a consumer with --buffers")
+        raise InputError(" ".join(args.files), "give one main kernel, or a producer and a consumer with --buffers")
     main = Path(args.files[0])
     pairs = pass_contracts(main, load_code_object(main).arch)
     if not pairs:
@@ -60,10 +65,15 @@ def run(args) -> int:
     from addrsim.api import DEFAULT_LAYOUTS, contract
     from addrsim.model.models import load_models
     try:
+        if args.json == "":
+            raise InputError("--json", "give a file name, or - for stdout")
+        check_outputs(args, (("json", "--json"),))
         models = load_models(args.model)
+        layouts = list(dict.fromkeys(args.layout or DEFAULT_LAYOUTS))
         out = []
         for pr, pb, co, cb in _pairs(args):
-            out += contract(pr, co, pb, cb, args.layout or DEFAULT_LAYOUTS, models=models, bounds=bounds_of(args),
+            out += contract(pr, co, pb, cb, layouts, models=models, bounds=bounds_of(args),
+                            like_producer=args.like_producer or args.like, like_consumer=args.like_consumer or args.like,
                             **budgets_of(args))
     except AddrsimError as e:
         return fail(e)

@@ -558,11 +558,7 @@ def run(args) -> int:
     if gated:
         merged["gate"] = gate(merged["kernels"], baseline, accepted)
     if args.contracts:
-        try:
-            merged["contracts"] = pass_contracts_of(corpus, layouts, ms, bounds_of(args), budgets_of(args))
-        except AddrsimError as e:
-            sys.stderr.write(f"addrsim: {e}\n")
-            return e.exit_code
+        merged["contracts"] = pass_contracts_of(corpus, layouts, ms, bounds_of(args), budgets_of(args))
     try:
         if args.json == "-":
             json.dump(merged, sys.stdout, indent=2)
@@ -599,6 +595,8 @@ def _status(merged: dict, reports: List[dict], gated: bool) -> int:
     """The gate's status (with a baseline or accepted findings) or the verdicts'; a contract
     disagreement between two kernels of one pass counts as a reachable finding."""
     status = gate_status(merged["gate"], merged["kernels"]) if gated else exit_status(reports)
+    if any(c["verdict"] == "error" for c in merged.get("contracts") or []):
+        return EXIT_BAD_INPUT        # as a file the scan could not read: the report is written
     if any(c["verdict"] == "counterexample" for c in merged.get("contracts") or []):
         return 1 if status in (0, EXIT_UNKNOWN, EXIT_LATENT) else status
     return status
@@ -606,15 +604,32 @@ def _status(merged: dict, reports: List[dict], gated: bool) -> int:
 
 def pass_contracts_of(corpus: Corpus, layouts, ms: ModelSet, bounds, budgets) -> List[dict]:
     """The contracts (:func:`addrsim.api.contract`) of every pass a routing csv beside a
-    scanned main kernel names, each pair once."""
+    scanned main kernel names, each pair once.  A pass that cannot be checked (a routing table
+    the host would refuse, a kernel without the tensor) is an entry of verdict "error" naming
+    the file and the problem, and one line on stderr; the others still run."""
     from addrsim.api import contract, pass_contracts
     from addrsim.loader.codeobj import load as load_code_object
     seen, out = set(), []
     for f in corpus.files:
         if not str(f).endswith(".co"):
             continue
-        for pr, pb, co, cb in pass_contracts(Path(f), load_code_object(f).arch):
-            if (pr, pb, co, cb) not in seen:
-                seen.add((pr, pb, co, cb))
+        try:
+            pairs = pass_contracts(Path(f), load_code_object(f).arch)
+        except AddrsimError as e:
+            out.append(_contract_error(f, "", "", "", e))
+            continue
+        for pr, pb, co, cb in pairs:
+            if (pr, pb, co, cb) in seen:
+                continue
+            seen.add((pr, pb, co, cb))
+            try:
                 out += contract(pr, co, pb, cb, layouts, models=ms, bounds=bounds, **budgets)
+            except AddrsimError as e:
+                out.append(_contract_error(pr, pb, co, cb, e))
     return out
+
+
+def _contract_error(pr, pb, co, cb, e) -> dict:
+    sys.stderr.write(f"addrsim: contract: {e}\n")
+    return {"producer": [str(pr), pb], "consumer": [str(co), cb], "layout": "-", "verdict": "error",
+            "reason": str(e), "counterexample": None, "culprit": [], "term": "", "witness": None, "assumptions": []}

@@ -14,19 +14,29 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from addrsim.errors import InputError
 
 
-def read_rows(path) -> List[Dict[str, str]]:
-    """The rows of a routing table (column -> text).  Raises InputError naming the file for
-    one that cannot be read."""
+def read_rows(path, columns: Sequence[str] = ()) -> List[Dict[str, str]]:
+    """The rows of a routing table (column -> text), a UTF-8 byte-order mark allowed.  Raises
+    InputError naming the file for one that cannot be read, lacks one of ``columns``, or has a
+    row shorter than its header."""
     try:
-        with open(Path(path), newline="") as f:
-            return [dict(r) for r in csv.DictReader(f)]
+        with open(Path(path), newline="", encoding="utf-8-sig") as f:
+            reader = csv.DictReader(f)
+            rows = [dict(r) for r in reader]
+            header = reader.fieldnames or []
     except (OSError, UnicodeDecodeError, csv.Error) as e:
         raise InputError(str(path), f"cannot read the routing table ({e})") from None
+    missing = [c for c in columns if c not in header]
+    if missing:
+        raise InputError(str(path), f"the routing table lacks the column(s) {', '.join(missing)}")
+    for n, r in enumerate(rows, start=2):
+        if any(r.get(c) is None for c in columns):
+            raise InputError(str(path), f"line {n} has fewer fields than the header")
+    return rows
 
 
 @dataclass(frozen=True)
@@ -52,16 +62,20 @@ class Pipeline:
     row: Dict[str, str]
 
 
+COLUMNS = ("dtype", "hdim_q", "hdim_v", "mode", "bf16_cvt", "atomic32", "ts", "knl_name", "co_name")
+"""The columns of a routing table the host's selection reads (mha_bwd.cu 141-237)."""
+
+
 def _stage(folder: Path, table: str, role: str, pick) -> Optional[Stage]:
     path = folder / table
-    if not path.is_file():
+    if not path.exists():
         return None
-    for r in read_rows(path):
+    for r in read_rows(path, COLUMNS):
         if pick(r):
-            try:
-                return Stage(role, folder / r["co_name"], r["knl_name"], int(r["ts"]), path)
-            except (KeyError, ValueError):
-                raise InputError(str(path), f"row {r} lacks co_name, knl_name or an integer ts") from None
+            if not r["co_name"].strip() or not r["ts"].strip().isdigit():
+                raise InputError(str(path), f"the row of {r['knl_name'] or '?'} needs a co_name and an integer ts "
+                                            f"(co_name {r['co_name']!r}, ts {r['ts']!r})")
+            return Stage(role, folder / r["co_name"], r["knl_name"], int(r["ts"]), path)
     return None
 
 
@@ -69,12 +83,16 @@ def find_pipeline(main: Path, arch: str) -> Optional[Pipeline]:
     """The pipeline of the main kernel ``main`` from the routing csvs beside it (module
     docstring), or None when its folder has no ``fmha_bwd_dqdkdv.csv`` row naming it (the
     wheel: its host computes D and converts dQ itself).  Raises InputError (an unreadable
-    csv) and InputError when a post-kernel is needed and none matches."""
+    csv, a column missing) and InputError when the odo or a needed post-kernel has no row (the
+    host returns -1: mha_bwd.cu 502-550)."""
     folder = main.parent
     table = folder / "fmha_bwd_dqdkdv.csv"
-    if not table.is_file():
+    if not table.exists() and main.is_symlink():
+        folder = main.resolve().parent          # the csvs beside the code object the link names
+        table = folder / "fmha_bwd_dqdkdv.csv"
+    if not table.exists():
         return None
-    row = next((r for r in read_rows(table) if r.get("co_name") == main.name), None)
+    row = next((r for r in read_rows(table, COLUMNS) if r["co_name"] == main.name), None)
     if row is None:
         return None
     cvt = row.get("bf16_cvt", "3")
@@ -83,6 +101,10 @@ def find_pipeline(main: Path, arch: str) -> Optional[Pipeline]:
     a32 = row.get("atomic32") == "1"
     pre = _stage(folder, "fmha_bwd_odo.csv", "odo", lambda r: (r["dtype"], r["hdim_v"], r["mode"]) ==
                  (row["dtype"], row["hdim_v"], row["mode"]))
+    if pre is None:              # the host returns -1 without an odo row (mha_bwd.cu 502-516)
+        raise InputError(str(folder / "fmha_bwd_odo.csv"), f"{main.name} needs an odo pre-kernel and no row has its "
+                                                          f"dtype {row['dtype']}, hdim_v {row['hdim_v']}, mode "
+                                                          f"{row['mode']} (the host refuses the pass)")
     need_post = (arch == "gfx950" and row["hdim_q"] != "64") or a32
     post = None
     if need_post:
@@ -91,6 +113,8 @@ def find_pipeline(main: Path, arch: str) -> Optional[Pipeline]:
             (r["hdim_q"], r["mode"]) == (row["hdim_q"], row["mode"]) and r["bf16_cvt"] in ("3", cvt)
             and (r["dtype"] == row["dtype"] or not a32)))
         if post is None:
-            raise InputError(str(table), f"{main.name} needs a {role} post-kernel and fmha_bwd_{role}.csv beside "
-                                         f"it has no row for hdim {row['hdim_q']}, mode {row['mode']}")
+            csv_ = folder / f"fmha_bwd_{role}.csv"
+            raise InputError(str(csv_), f"{main.name} needs a {role} post-kernel and "
+                                        f"{'this table has' if csv_.exists() else 'there is no such table with'} no row "
+                                        f"for hdim {row['hdim_q']}, mode {row['mode']}")
     return Pipeline(pre, post, row)

@@ -36,6 +36,8 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from addrsim.engine.explore import Exploration
+from addrsim.backends.z3_run import RU
+from addrsim.errors import InputError
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.model.models import Problem, build_problem, buffer_pointer
@@ -91,14 +93,20 @@ class Contract:
     assumptions: List[str] = field(default_factory=list)
 
 
-def side(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options, tag: str):
+def side(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options, tag: str, role: str = ""):
     """The :class:`Side` of kernel ``sub`` for ``buffer`` in ``layout``, or a reason (str) why
-    its accesses give no slice offset (no access, or one the address check cannot state)."""
+    its accesses give no slice offset (no access, or one the address check cannot state).
+    ``role`` "writes" (a producer: some access stores or adds) or "reads" (a consumer: some
+    access loads); raises InputError for a kernel that does not play it."""
     prob = build_problem(sub.ms, sub.kernel, layout, Sym(LANE, 32, "lane"), opts.bounds, sub.arch, opts.memory_gib)
     ptr = buffer_pointer(sub.ms, sub.kernel, buffer)
     tg = targets_for(ex, ptr, False)
     if not tg:
         return f"{sub.kernel.symbol} has no access of {buffer} through {ptr}"
+    kinds = {t.access.kind for t in targets_for(ex, ptr, True)} | {t.access.kind for t in tg}
+    if role and ("store" if role == "writes" else "load") not in kinds:
+        raise InputError(sub.kernel.symbol, f"is given as the kernel that {role} {buffer}, but it only "
+                                            f"{'loads' if role == 'writes' else 'stores to'} it")
     prob.restrict_exact(symbols_read(tg))      # as the address check does (prove/check.py)
     env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == "ptr" for s in X.symbols(v).values())}
     env.update(prob.arrays)
@@ -158,17 +166,24 @@ def decide(p: Side, c: Side, layout: str, opts: Options) -> Contract:
                    assumptions=_assumptions(p, c))
     ranges = _ranges(p, c)
     pairs = [(p.cases[0], x) for x in c.cases] + [(x, c.cases[0]) for x in p.cases[1:]]
-    seen = set()
+    seen, spent = set(), 0
     for pc, cc in pairs:
+        if spent >= opts.check_ru:
+            res.verdict, res.reason = Verdict.UNKNOWN, (f"check budget of {opts.check_ru / RU:g} Mru spent before "
+                                                        f"every pair of accesses was decided")
+            return res
         claim, conds = X.eq(pc[0], cc[0]), pc[1] + cc[1]
         key = b"".join(X.digest(e) for e in [claim] + conds)
         if key in seen:
             continue
         seen.add(key)
-        if decide_query(p.domain + c.domain, claim, ranges, opts.query_ru, p.prob, 0, opts.arith)[0] == "proved":
+        first = decide_query(p.domain + c.domain, claim, ranges, opts.query_ru, p.prob, 0, opts.arith)
+        spent += first[5]
+        if first[0] == "proved":
             continue          # on the two domains alone: then on every path (group mode: path conditions weigh)
-        v, model, why, minimal, _, _ = decide_query(conds, claim, ranges, opts.query_ru, p.prob, opts.min_ru,
+        v, model, why, minimal, _, used = decide_query(conds, claim, ranges, opts.query_ru, p.prob, opts.min_ru,
                                                     opts.arith)
+        spent += used
         if v == "unknown":
             res.verdict, res.reason = Verdict.UNKNOWN, f"the contract query was not decided: {why}"
             return res
@@ -194,7 +209,8 @@ def _joint_witness(p: Side, c: Side, ranges, opts: Options):
     for one, two in ((1, 0), (0, 1)):
         v, m1, _, _, _, _ = decide_query(first_conds[one], Const(0, 1), ranges, opts.query_ru, p.prob, 0, opts.arith)
         if v == "proved":
-            return f"{(p, c)[one].kernel} reaches no access of {(p, c)[one].buffer} in this layout"
+            return (f"no shape of {(p, c)[one].kernel}'s domain reaches its access of {(p, c)[one].buffer} in this "
+                    f"layout (the domain or a --bound excludes every shape: verify names the assumptions)")
         if v != "refuted":
             continue
         syms = {s_.name: s_ for e in first_conds[one] for s_ in X.symbols(e).values()
