@@ -17,7 +17,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from addrsim import __version__
 from addrsim.engine.explore import explore
-from addrsim.errors import InputError, UnmodelledError
+from addrsim.errors import InputError, UnmodelledError, unknown_name
 from addrsim.ir.expr import Sym
 from addrsim.loader.codeobj import SUPPORTED_ARCHS
 from addrsim.loader.listing import load_source
@@ -87,7 +87,7 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     buffers, explicit = (list(buffers), require_buffers) if buffers is not None else (list(ms.buffers), False)
     for b in buffers:
         if b not in ms.buffers:
-            raise InputError(path, f"unknown buffer {b!r} (models define: {', '.join(sorted(ms.buffers))})")
+            raise InputError(path, unknown_name("buffer", b, ms.buffers))
     src = load_source(path, like)
     if src.co.arch not in SUPPORTED_ARCHS:
         raise InputError(path, f"architecture {src.co.arch} is not supported (gfx90a, gfx942, gfx950)")
@@ -134,7 +134,7 @@ def _validated(path, opts: Options, properties, layouts, ms: ModelSet, host) -> 
         ms = _replace(ms, host_override=host)
     for lay in layouts:
         if lay not in ms.layouts:
-            raise InputError(path, f"unknown layout {lay!r} (models define: {', '.join(sorted(ms.layouts))})")
+            raise InputError(path, unknown_name("layout", lay, ms.layouts))
     return ms
 
 

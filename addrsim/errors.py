@@ -45,3 +45,13 @@ class NotEmulatedError(AddrsimError):
     instruction without emulated semantics): exit 2, like an undecided check."""
 
     exit_code = EXIT_UNKNOWN
+
+
+def unknown_name(kind: str, name: str, known) -> str:
+    """``unknown KIND 'name'`` with the closest known name ("did you mean 'lse'?": a case
+    slip, or difflib's nearest), then every known name."""
+    import difflib
+    known = sorted(known)
+    near = [k for k in known if k.lower() == str(name).lower()] or difflib.get_close_matches(str(name), known, 1)
+    hint = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown {kind} {name!r}{hint}; the models define: {', '.join(known)}"

@@ -74,3 +74,26 @@ def test_bad_options_one_line(real_kernel, args, words):
     assert p.returncode == 3, (p.returncode, p.stdout, p.stderr)
     assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
     assert any(w in p.stderr for w in words)
+
+
+def test_did_you_mean_for_names_and_keys(tmp_path, capsys):
+    """From issue 40's minor items: a buffer or layout in the wrong case or one letter off, a
+    layout key ``extend:`` or a stride ``haed:`` get the nearest name; a typo in a user's
+    layouts file is named in that file (used or not); verify of a folder points to scan."""
+    from addrsim.commands.cli import main
+    from test_examples import MODEL, build
+    co = str(build("lsed_abi_fix", tmp_path))
+    assert main(["verify", co, "--model", MODEL, "--buffer", "LSE"]) == 3
+    assert "did you mean 'lse'?" in capsys.readouterr().err
+    assert main(["verify", co, "--model", MODEL, "--layout", "shbd"]) == 3
+    assert "did you mean 'sbhd'?" in capsys.readouterr().err
+    lay = tmp_path / "mine.yaml"
+    for text, words in (("extend: bshd", "unknown key 'extend' (did you mean 'extends'?)"),
+                        ("extends: bshd\n    q: {batch: '1', haed: '2', seq: '3'}", "unknown key 'haed' (did you mean 'head'?)"),
+                        ("extends: bshdd", "extends unknown layout 'bshdd' (did you mean 'bshd'?)")):
+        lay.write_text(f"layouts:\n  mine:\n    {text}\n")
+        assert main(["verify", co, "--model", MODEL, "--layouts", str(lay), "--layout", "bhsd"]) == 3
+        err = capsys.readouterr().err
+        assert err.startswith(f"addrsim: {lay}:") and words in err and err.count("\n") == 1, err
+    assert main(["verify", str(tmp_path), "--model", MODEL]) == 3
+    assert "addrsim scan checks every code object below it" in capsys.readouterr().err

@@ -38,7 +38,7 @@ import sys
 from addrsim.api import DEFAULT_LAYOUTS, EXIT_LATENT, exit_status
 from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      cache_dir_of, check_outputs, smt_dir)
-from addrsim.errors import EXIT_INTERNAL, EXIT_UNKNOWN, AddrsimError
+from addrsim.errors import EXIT_INTERNAL, EXIT_UNKNOWN, AddrsimError, unknown_name
 from addrsim.files import atomic_open
 from addrsim.prove.options import MIN_MRU
 from addrsim.prove.verdict import Verdict
@@ -535,10 +535,10 @@ def run(args) -> int:
         for lay in layouts:
             if lay not in ms.layouts:
                 raise InputError(files[-1] if files else "--layout",
-                                 f"unknown layout {lay!r} (models define: {', '.join(sorted(ms.layouts))})")
+                                 unknown_name("layout", lay, ms.layouts))
         for b in args.buffer or []:
             if b not in ms.buffers:
-                raise InputError("--buffer", f"unknown buffer {b!r} (models define: {', '.join(sorted(ms.buffers))})")
+                raise InputError("--buffer", unknown_name("buffer", b, ms.buffers))
         corpus = collect(args.inputs, ms, aiter=args.aiter, like=args.like)
         if not corpus.files:
             raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")

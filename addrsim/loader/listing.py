@@ -88,7 +88,9 @@ def load_source(path, like=None) -> Source:
     metadata and no ``like``, a kernel of ``like`` missing from the listing) and ToolError
     (no llvm-objdump / llvm-mc)."""
     if not Path(path).is_file():
-        raise InputError(path, "cannot read file (no such file)" if not Path(path).exists() else "not a file")
+        raise InputError(path, "cannot read file (no such file)" if not Path(path).exists() else
+                         "not a file" + (" (a folder: addrsim scan checks every code object below it)"
+                                         if Path(path).is_dir() else ""))
     if is_code_object(path):
         if like is not None:
             raise InputError(path, "--like applies to assembly listings; this file is a code object")

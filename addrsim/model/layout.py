@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
-from addrsim.errors import InputError
+from addrsim.errors import InputError, unknown_name
 from addrsim.ir import expr as X
 from addrsim.model.parse import parse
 
@@ -60,7 +60,8 @@ def resolve(layouts: Mapping[str, dict], name: str, path="<layouts>", origin: st
             raise InputError(path, f"layout {name}: cycle in extends")
         lay = layouts.get(cur)
         if lay is None:
-            raise InputError(path, f"unknown layout {cur!r} (known: {', '.join(sorted(layouts))})")
+            raise InputError(path, (f"layout {chain[-1][0]}: extends " if chain else "") +
+                             unknown_name("layout", cur, layouts).replace("the models define", "known"))
         chain.append((cur, lay))
         cur = lay.get("extends")
     return Layout(name, chain[-1][0], _merge(chain, name, path, "batch"), _merge(chain, name, path, "group"), origin)

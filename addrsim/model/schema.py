@@ -79,6 +79,8 @@ def load_models(extra: Sequence[str] = ()) -> ModelSet:
             _LOADERS[sec](ms, doc.get(sec) or ({} if sec not in ("contracts", "families", "hosts") else []), f)
         ms.files.append(str(f))
     _check_host_refs(ms)
+    for name in ms.layouts:       # every extends resolves: a typo is named in its own file, used or not
+        resolve(ms.layouts, name, ms.origin.get(f"layout {name}", "<layouts>"))
     return ms
 
 
@@ -182,6 +184,7 @@ def _load_layouts(ms, sec, f):
         _need(isinstance(lay, dict), f, f"layouts.{name} must be a mapping")
         _check_layout(name, lay, f)
         ms.layouts[name] = lay
+        ms.origin[f"layout {name}"] = str(f)
 
 
 _LOADERS = {"shape": _load_shape, "grid": _load_grid, "derived": _load_derived, "buffers": _load_buffers,
@@ -294,6 +297,12 @@ def _check_host(h: dict, f):
                 f, f"host {name} entry point {ep['name']}: routing.{fam} must list conditions")
 
 
+def _near_key(key, known, what: str = "key") -> str:
+    """``unknown KEY 'x' (did you mean 'y'?); expected: ...`` (addrsim.errors.unknown_name)."""
+    from addrsim.errors import unknown_name
+    return unknown_name(what, key, known).replace("; the models define:", "; expected one of:")
+
+
 def _check_layout(name: str, lay: dict, f):
     """A layout maps tensors to {batch, head, seq} stride expressions; ``extends`` names
     another layout; ``group`` has the same shape."""
@@ -304,8 +313,10 @@ def _check_layout(name: str, lay: dict, f):
             _need(isinstance(v, dict), f, f"layouts.{name}.group must map tensors to strides")
             _check_layout(f"{name}.group", {k: x for k, x in v.items() if k != "group"}, f)
         else:
-            _need(_is_map(v) and set(v) <= {"batch", "head", "seq"}, f,
-                  f"layouts.{name}.{t} must map batch/head/seq to expressions")
+            _need(t in TENSORS + ("lse",), f, f"layouts.{name}: {_near_key(t, list(TENSORS) + ['lse', 'extends', 'group'])}")
+            _need(_is_map(v), f, f"layouts.{name}.{t} must map batch/head/seq to expressions")
+            for k in v:
+                _need(k in ("batch", "head", "seq"), f, f"layouts.{name}.{t}: {_near_key(k, ['batch', 'head', 'seq'])}")
 
 
 def layout_strides(ms: ModelSet, name: str, path="<layouts>", mode: str = "batch") -> Dict[str, Dict[str, str]]:

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from addrsim.ir import expr as X
-from addrsim.errors import InputError
+from addrsim.errors import InputError, unknown_name
 from addrsim.engine.explore import explore
 from addrsim.loader.listing import load_source
 from addrsim.model.models import ModelSet, buffer_pointer, load_models
@@ -84,7 +84,7 @@ def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: S
     llvm-objdump)."""
     ms = models or load_models(model_files)
     if buffer not in ms.buffers:
-        raise InputError(path, f"unknown buffer {buffer!r} (models define: {', '.join(sorted(ms.buffers))})")
+        raise InputError(path, unknown_name("buffer", buffer, ms.buffers))
     src = load_source(path, like)
     co, listing = src.co, src.code
     out: List[Explanation] = []
