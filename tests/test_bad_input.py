@@ -97,3 +97,17 @@ def test_did_you_mean_for_names_and_keys(tmp_path, capsys):
         assert err.startswith(f"addrsim: {lay}:") and words in err and err.count("\n") == 1, err
     assert main(["verify", str(tmp_path), "--model", MODEL]) == 3
     assert "addrsim scan checks every code object below it" in capsys.readouterr().err
+
+
+def test_a_run_that_only_prints_writes_no_obligations(tmp_path, monkeypatch, capsys):
+    """Issue 40: addrsim-smt2/ is not written into the working directory unasked; the unknown's
+    reason says how to ask for it."""
+    from addrsim.commands.cli import main
+    from test_examples import MODEL, build
+    co = str(build("lsed_abi_fix", tmp_path))
+    monkeypatch.chdir(tmp_path)
+    code = main(["verify", co, "--model", MODEL, "--buffer", "lse", "--layout", "sbhd", "--check", "address",
+                 "--query-budget", "0.001", "--check-budget", "0.001", "--no-cache"])
+    out = capsys.readouterr().out
+    assert code == 2 and "--smt-dir DIR writes the obligation" in out
+    assert not (tmp_path / "addrsim-smt2").exists()

@@ -78,8 +78,8 @@ def add_common(sp, checks_default: str):
                     help="decide the verdict with the host's routing in the domain (default: the kernel's own "
                          "verdict, routing reported beside it)")
     sp.add_argument("--smt-dir", metavar="DIR", default=None,
-                    help="where undecided obligations are written as SMT-LIB2 (default: next to --json/--sarif, "
-                         "else ./addrsim-smt2)")
+                    help="where undecided obligations are written as SMT-LIB2 (default: addrsim-smt2 next to "
+                         "--json/--sarif/--junit; none when the run only prints)")
 
 
 def add_budgets(sp, query_mru: float, check_mru: float, min_mru: float) -> None:
@@ -168,17 +168,18 @@ def emit(report: dict, json_path: Optional[str], text) -> Optional[int]:
     return None
 
 
-def smt_dir(args) -> str:
+def smt_dir(args) -> Optional[str]:
     """The folder of undecided obligations (absolute, so that scan's report cache keys one
     folder by one name): --smt-dir, else ``addrsim-smt2`` next to the --json, --sarif or
-    --junit file, else in the current directory."""
+    --junit file the user asked for; None (nothing written) when no file output was asked for:
+    a run that only prints writes nothing into the working directory (issue 40)."""
     import os
     if args.smt_dir:
         return os.path.abspath(args.smt_dir)
     for f in (getattr(args, "json", None), getattr(args, "sarif", None), getattr(args, "junit", None)):
         if f and f != "-":
             return os.path.join(os.path.dirname(os.path.abspath(f)), "addrsim-smt2")
-    return os.path.abspath("addrsim-smt2")
+    return None
 
 
 def fail(e) -> int:

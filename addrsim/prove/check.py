@@ -540,9 +540,10 @@ def smt2_name(symbol: str, buffer: str, layout: str, prop: str, arith: str, rout
 
 
 def _dump(ctx: _Ctx, text_fn) -> str:
-    """Write an undecided obligation as SMT-LIB2 under ``opts.smt_dir``; the reason's suffix."""
+    """Write an undecided obligation as SMT-LIB2 under ``opts.smt_dir``; the reason's suffix
+    (without a folder: how to ask for one)."""
     if not ctx.opts.smt_dir:
-        return ""
+        return " (--smt-dir DIR writes the obligation as SMT-LIB2)"
     from pathlib import Path
     try:
         text = text_fn()
