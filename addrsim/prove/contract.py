@@ -160,8 +160,11 @@ def _ranges(p: Side, c: Side) -> Dict[str, Tuple[int, int]]:
 def decide(p: Side, c: Side, layout: str, opts: Options) -> Contract:
     """The :class:`Contract` of producer ``p`` and consumer ``c`` in ``layout`` (the module
     docstring's claim): every access of each against the other's first access, one query
-    each (budgets of ``opts``, in resource units); proved only with a shape both kernels
-    run at (else unsupported: the two domains share no shape)."""
+    each (budgets of ``opts``, in resource units; the check budget bounds them all), first on
+    the two domains alone (then it holds on every path), else at the shapes where both
+    accesses' paths run (a consumer access whose shapes the producer's first access never
+    reaches is compared there only: each kernel's own check relates its accesses to each
+    other); proved only with a shape both kernels run at (else unsupported)."""
     res = Contract((p.kernel, p.buffer), (c.kernel, c.buffer), layout, Verdict.UNKNOWN,
                    assumptions=_assumptions(p, c))
     ranges = _ranges(p, c)
