@@ -301,3 +301,21 @@ def test_sarif_splits_a_root_cause_whose_findings_are_only_partly_accepted(tmp_p
                                                                               (["lse/sbhd"], True)]
     assert [r["properties"]["smallest"]["check"] for r in res] == ["d/sbhd", "lse/sbhd"]
     assert "(lse/sbhd)" not in res[0]["message"]["text"]
+
+
+def test_junit_fails_exactly_what_the_gate_fails(tmp_path):
+    """Issue 40: with a baseline, unchanged findings pass the gate, so JUnit marks them skipped
+    with the reason (accepted ones too); its failures + errors equal the gate's failing count."""
+    acc = _accepted(tmp_path, "accepted:\n  - kernel: '*'\n    buffer: dq\n    reason: tracked\n")
+    old = _kernel([_cex("lse", "bhsd"), _unknown("k", "bshd"), _cex("d", "bhsd")])
+    new = _kernel([_cex("lse", "bhsd"), _unknown("k", "bshd"), _cex("d", "sbhd", cause="formula"),
+                   _unknown("v", "bshd"), _cex("dq", "bhsd"), _proved("q", "bhsd")])
+    base = {fingerprint(old, c): c["verdict"] for c in old["checks"]}
+    g = gate([new], base, acc, TODAY)
+    root = ET.fromstring(to_junit([{"kernels": [new]}]))
+    assert int(root.get("failures")) + int(root.get("errors")) == len(g["failing"]) == 2
+    assert root.find(".//testcase[@name='lse/bhsd']/skipped").get("message") == \
+        "unchanged since the baseline: counterexample (overflow)"
+    assert root.find(".//testcase[@name='dq/bhsd']/skipped").get("message").startswith("accepted counterexample")
+    assert root.find(".//testcase[@name='d/sbhd']/failure") is not None
+    assert gate_status(g, [new]) == 1

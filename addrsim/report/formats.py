@@ -375,7 +375,8 @@ def to_junit(reports: List[dict]) -> str:
     shape, coordinates and both byte offsets; body: details and formulas), ``unknown`` /
     ``unsupported`` (any verdict but ``proved``) -> ``<error>`` with the reason as message and
     the verdict as type; ``proved`` -> a passed test case; a finding accepted by the gate
-    (:mod:`addrsim.report.gate`) -> ``<skipped>`` with its reason."""
+    (:mod:`addrsim.report.gate`) or unchanged since its baseline -> ``<skipped>`` with the
+    reason, so the file fails exactly the findings the gate fails."""
     files: Dict[str, Tuple[List[str], List[TestCase]]] = {}
     for kernel, check in _checks(reports):
         arches, cases = files.setdefault(str(kernel.get("file")), ([], []))
@@ -390,6 +391,10 @@ def to_junit(reports: List[dict]) -> str:
         if check.get("accepted") and verdict != Verdict.PROVED:
             acc = check["accepted"]
             case.result = [Skipped(_x(f"accepted {verdict} (entry {acc['entry']}): {acc['reason']}"))]
+        elif check.get("baseline") == "unchanged" and verdict != Verdict.PROVED:
+            # the gate passes it: CI's colour is the gate's (issue 40)
+            case.result = [Skipped(_x(f"unchanged since the baseline: {verdict}"
+                                      + (f" ({check['cause']})" if check.get("cause") else "")))]
         elif verdict == Verdict.COUNTEREXAMPLE:
             case.result = [_failure(check)]
         elif verdict != Verdict.PROVED:
