@@ -319,3 +319,15 @@ def test_junit_fails_exactly_what_the_gate_fails(tmp_path):
     assert root.find(".//testcase[@name='dq/bhsd']/skipped").get("message").startswith("accepted counterexample")
     assert root.find(".//testcase[@name='d/sbhd']/failure") is not None
     assert gate_status(g, [new]) == 1
+
+
+def test_a_listing_of_a_kernel_is_gated_as_that_kernel():
+    """Issue 40: a listing checked with --like K.co carries K's name, so its findings meet K's
+    baseline: the one the patch fixes is gone, the other unchanged, nothing new (exit 0)."""
+    k = _kernel([_cex("lse", "sbhd", cause="formula"), _cex("lse", "bhsd")])
+    base = {fingerprint(k, c): c["verdict"] for c in k["checks"]}
+    patched = _kernel([_proved("lse", "sbhd"), _cex("lse", "bhsd")], file="/tmp/work/bwd_fix.s")
+    patched.update(source="listing", like="/somewhere/gfx942/bwd_hd128_bf16_a16_rtne.co")
+    g = gate([patched], base, [], TODAY)
+    assert (len(g["new"]), len(g["unchanged"]), len(g["gone"])) == (0, 1, 1)
+    assert gate_status(g, [patched]) == 0

@@ -123,7 +123,8 @@ def print_table(report: dict, out=sys.stdout, details: bool = False):
 
 
 def _print_checks(k: dict, out) -> None:
-    out.write(f"{k['file']}\n  kernel {k['kernel']} ({k['arch']}), host {k.get('host') or 'none'}\n")
+    of = f" (a listing of {k['like']}: findings are named as that code object's)" if k.get("like") else ""
+    out.write(f"{k['file']}{of}\n  kernel {k['kernel']} ({k['arch']}), host {k.get('host') or 'none'}\n")
     lw = max([8] + [len(c["layout"]) + 2 for c in k["checks"]])
     out.write(f"  {'check':<9}{'buffer':<7}{'layout':<{lw}}{'verdict':<16}{'routing':<13}{'time':>7}\n")
     for c in k["checks"]:
