@@ -179,6 +179,7 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
         prob = build_problem(ms, k, lay, Sym("tid_x", 32, "lane"), opts.bounds, src.co.arch, opts.memory_gib)
         limits += host_limits(prob, *limit_tools(prob, opts, cache))
     entry = {"file": str(path), "kernel": k.symbol, "arch": src.co.arch, "host": prob.host if prob else None,
+             "args": [a.name for a in k.args if a.name != "pad"],
              "explore_s": round(explore_s, 3), "paths": ex.paths, "checks": checks, "host_limits": limits}
     if prob is not None and prob.memory is not None:        # the HTML page draws boundaries against it
         from addrsim.backends.sympy_text import to_sympy

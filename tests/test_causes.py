@@ -327,3 +327,14 @@ def test_a_formula_root_cause_is_named_by_its_no_wrap_difference_in_shape_terms(
     assert r["checks"] == ["lse/sbhd", "d/sbhd"]
     assert r["title"].endswith("extracted - expected = -4*batch_id*nhead_q*(seqlen_q - 1)")
     assert r["boundary"] == {"sbhd": "batch >= 2 and seqlen_q >= 2"}
+
+
+def test_pattern_a_is_offered_only_where_the_abi_carries_its_arguments():
+    """Issue 40: pattern A loads nhead_q and Hs_lsed; a kernel whose argument ABI has neither
+    (the wheel's 2025 a16 kernels) is offered pattern B, with what A would need."""
+    from addrsim.report.causes import fix_formula
+    checks = [{"buffer": "lse"}]
+    assert fix_formula(checks, ["Lse", "nhead_q", "Hs_lsed", "BAs_q"]).startswith("pattern A")
+    text = fix_formula(checks, ["Lse", "BAs", "Seqs"])
+    assert text.startswith("pattern B") and text.endswith("lacks: nhead_q, Hs_lsed")
+    assert fix_formula([{"buffer": "q"}], ["Q"]) == ""

@@ -47,6 +47,23 @@ FIX_FORMULA = {
 }
 FIX_FORMULA["d"] = FIX_FORMULA["lse"]
 FIX_FORMULA["dq_acc"] = FIX_FORMULA["dq"]
+PATTERN_A_ARGS = ("nhead_q", "Hs_lsed")
+"""The kernel arguments pattern A loads (aiter e4048607's fmha_bwd_dqdkdv_args, mha_bwd.h:164-262)."""
+
+
+def fix_formula(checks: List[dict], kernel_args: Optional[List[str]]) -> str:
+    """The fix patterns of a formula root cause over ``checks``: pattern A only where the
+    kernel's argument ABI (``kernel_args``: its metadata's names; None: not known) carries
+    nhead_q and Hs_lsed, else pattern B, naming what A would need (issue 40)."""
+    buf = next((c["buffer"] for c in checks if c["buffer"] in FIX_FORMULA), None)
+    if buf is None:
+        return ""
+    missing = [a for a in PATTERN_A_ARGS if kernel_args is not None and a not in kernel_args]
+    if buf in ("lse", "d") and missing:
+        return ("pattern B (detect SBHD by s_BAs < s_Seqs and rebuild the batch term on that branch); pattern A "
+                f"(batch_id*nhead_q*Hs_lsed + head_id*Hs_lsed from the kernel arguments) needs arguments this "
+                f"kernel's ABI lacks: {', '.join(missing)}")
+    return FIX_FORMULA[buf]
 
 
 def _key(c: dict) -> Tuple:
@@ -158,6 +175,8 @@ def root_causes(kernel: dict) -> List[dict]:
     out = [_cause(key, cs) for key, cs in groups.items()]
     for r, cs in zip(out, groups.values()):
         r["findings"] = [fingerprint(kernel, c) for c in cs]
+        if r["kind"] == "formula":
+            r["fix"] = fix_formula(cs, kernel.get("args"))
     limits: Dict[str, List[dict]] = {}
     for lim in kernel.get("host_limits") or []:
         limits.setdefault(lim["argument"], []).append(lim)
@@ -220,7 +239,7 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["title"] = f"offset wrong over the integers too ({key[1]}): extracted - expected = {diff or '?'}"
         if diff:
             r["boundary"] = {key[1]: formula_boundary(key[2], grid_ranges(checks[0])) or f"{diff} != 0"}
-        r["fix"] = next((FIX_FORMULA[c["buffer"]] for c in checks if c["buffer"] in FIX_FORMULA), "")
+        r["fix"] = fix_formula(checks, None)
     elif kind == "base":
         why = key[3].split(": ", 1)[-1]
         r["title"] = f"wrong base pointer: {why}"
