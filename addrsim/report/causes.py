@@ -159,8 +159,9 @@ def undecided_groups(kernel: dict) -> Dict[Tuple[str, str], List[dict]]:
 
 
 def root_causes(kernel: dict) -> List[dict]:
-    """The root causes of one kernel's counterexamples (JSON form of a kernel report), in the
-    order of their first check, then one ``host cast`` per argument of ``host_limits``.  Each:
+    """The root causes of one kernel's counterexamples (JSON form of a kernel report) and one
+    ``host cast`` per argument of ``host_limits``, in triage order (:func:`_triage`: reachable,
+    routing unknown, latent, host limits; then the smallest memory).  Each:
     ``id`` (1, 2, ...), ``kind``, ``title``, ``where`` (``pc``, ``instruction``, ``line`` when
     known, else None), ``boundary`` (layout -> the condition under which it breaks, in shape
     variables where they suffice), ``checks`` (``buffer/layout[ bounds]``), ``smallest`` (the
@@ -190,9 +191,23 @@ def root_causes(kernel: dict) -> List[dict]:
             if mine["smallest"] is None or _shape_rank(lim["shape"]) < _shape_rank(mine["smallest"]["shape"]):
                 mine["smallest"] = {"check": f"host limit ({lim['layout']})", "shape": lim["shape"], "minimal": True,
                                     "memory_bytes": lim.get("memory_bytes")}
+    out.sort(key=_triage)
     for i, r in enumerate(out, 1):
         r["id"] = i
     return out
+
+
+REACH_ORDER = ("reachable", "routing unknown", "latent", "host")
+"""Triage (issue 40): what a host entry point launches first, then what routing may hide, then
+the latent, then the host's own limits."""
+
+
+def _triage(r: dict) -> Tuple:
+    """Sort key of a root cause: its reach (:data:`REACH_ORDER`), then the memory its smallest
+    shape needs (bytes; unknown last), then its first check's order (a stable sort)."""
+    mem = (r.get("smallest") or {}).get("memory_bytes")
+    return (REACH_ORDER.index(r["reach"]) if r["reach"] in REACH_ORDER else len(REACH_ORDER),
+            mem if isinstance(mem, int) else float("inf"))
 
 
 def _cause(key: Tuple, checks: List[dict]) -> dict:
