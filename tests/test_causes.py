@@ -341,14 +341,16 @@ def test_pattern_a_is_offered_only_where_the_abi_carries_its_arguments():
 
 
 def test_root_causes_in_triage_order():
-    """Issue 40: reachable before latent before host limits, then the smallest memory: a
-    latent 1 KiB formula comes after a reachable 24 GiB wrap, and of two reachable wraps the
-    smaller tensor first."""
+    """Issue 40: the kernel's findings before the host's limits, then the smallest memory, then
+    reachable before latent: a latent 1 KiB formula before reachable 5 and 24 GiB wraps; at
+    equal memory the reachable one first."""
     big, small = _cex("q", "bhsd", overflow=[_site(0x2b4c)]), _cex("k", "bhsd", overflow=[_site(0x2c00)])
     big["counterexample"]["memory_bytes"], small["counterexample"]["memory_bytes"] = 24 << 30, 5 << 30
     lat = _cex("lse", "sbhd", cause="formula", reachable=False)
     lat["counterexample"]["memory_bytes"] = 1024
     rc = root_causes(_kernel([lat, big, small]))
-    assert [(r["reach"], r["checks"]) for r in rc] == [("reachable", ["k/bhsd"]), ("reachable", ["q/bhsd"]),
-                                                      ("latent", ["lse/sbhd"])]
+    assert [(r["reach"], r["checks"]) for r in rc] == [("latent", ["lse/sbhd"]), ("reachable", ["k/bhsd"]),
+                                                      ("reachable", ["q/bhsd"])]
     assert [r["id"] for r in rc] == [1, 2, 3]
+    lat["counterexample"]["memory_bytes"] = 5 << 30
+    assert [r["checks"] for r in root_causes(_kernel([lat, big, small]))][:2] == [["k/bhsd"], ["lse/sbhd"]]

@@ -160,8 +160,8 @@ def undecided_groups(kernel: dict) -> Dict[Tuple[str, str], List[dict]]:
 
 def root_causes(kernel: dict) -> List[dict]:
     """The root causes of one kernel's counterexamples (JSON form of a kernel report) and one
-    ``host cast`` per argument of ``host_limits``, in triage order (:func:`_triage`: reachable,
-    routing unknown, latent, host limits; then the smallest memory).  Each:
+    ``host cast`` per argument of ``host_limits``, in triage order (:func:`_triage`: findings
+    before host limits, then the smallest memory, then reachable before latent).  Each:
     ``id`` (1, 2, ...), ``kind``, ``title``, ``where`` (``pc``, ``instruction``, ``line`` when
     known, else None), ``boundary`` (layout -> the condition under which it breaks, in shape
     variables where they suffice), ``checks`` (``buffer/layout[ bounds]``), ``smallest`` (the
@@ -198,16 +198,18 @@ def root_causes(kernel: dict) -> List[dict]:
 
 
 REACH_ORDER = ("reachable", "routing unknown", "latent", "host")
-"""Triage (issue 40): what a host entry point launches first, then what routing may hide, then
-the latent, then the host's own limits."""
+"""Reach, the tie-break of triage: what a host entry point launches, then what routing may
+hide, then the latent, then the host's own limits."""
 
 
 def _triage(r: dict) -> Tuple:
-    """Sort key of a root cause: its reach (:data:`REACH_ORDER`), then the memory its smallest
-    shape needs (bytes; unknown last), then its first check's order (a stable sort)."""
+    """Sort key of a root cause (issue 40): the kernel's findings before the host's limits,
+    then the memory its smallest shape needs (bytes; unknown last: the README kernel's SBHD LSE
+    bug at 0.25 MiB before the wraps that need 24-49 GiB tensors), then its reach
+    (:data:`REACH_ORDER`), then its first check's order (a stable sort)."""
     mem = (r.get("smallest") or {}).get("memory_bytes")
-    return (REACH_ORDER.index(r["reach"]) if r["reach"] in REACH_ORDER else len(REACH_ORDER),
-            mem if isinstance(mem, int) else float("inf"))
+    reach = REACH_ORDER.index(r["reach"]) if r["reach"] in REACH_ORDER else len(REACH_ORDER)
+    return (r["reach"] == "host", mem if isinstance(mem, int) else float("inf"), reach)
 
 
 def _cause(key: Tuple, checks: List[dict]) -> dict:
