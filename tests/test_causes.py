@@ -354,3 +354,21 @@ def test_root_causes_in_triage_order():
     assert [r["id"] for r in rc] == [1, 2, 3]
     lat["counterexample"]["memory_bytes"] = 5 << 30
     assert [r["checks"] for r in root_causes(_kernel([lat, big, small]))][:2] == [["k/bhsd"], ["lse/sbhd"]]
+
+
+def test_scan_folds_a_root_cause_its_sibling_kernels_share():
+    """Issue 40: four sibling kernels with the same wrap print it once, the four kernels
+    listed, with each layout's boundary; a cause only one of them has is its own block."""
+    from addrsim.commands.scan import Corpus, findings_text
+    kernels = []
+    for n, name in enumerate(("rtne", "rtna", "rtz", "fp16")):
+        checks = [_cex("q", "bhsd", overflow=[_site(0x2b4c)]), _cex("q", "sbhd", overflow=[_site(0x2b4c)])]
+        if n == 3:
+            checks.append(_cex("lse", "sbhd", cause="formula", reachable=False))
+        k = _kernel(checks)
+        k["file"] = f"/x/bwd_hd128_{name}.co"
+        kernels.append(k)
+    text = "\n".join(findings_text(kernels, Corpus()))
+    assert text.count("32-bit wrap at 0x2b4c") == 1 and "in 4 kernel(s): gfx942/bwd_hd128_rtne.co" in text
+    assert "boundary (bhsd): seqlen_q*(batch - 1) >= 2**24" in text
+    assert "in 1 kernel(s): gfx942/bwd_hd128_fp16.co" in text and "root causes (2, each once" in text

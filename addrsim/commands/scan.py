@@ -394,10 +394,8 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
     out = [f"verdicts per buffer, layouts {'/'.join(layouts)}  (ok proved, CEX counterexample, ? unknown, "
            f"unsup unsupported, unr unreachable)"]
     out += lines
-    out.append("(findings by root cause follow, per kernel; --json has every check in full)")
-    for r in reports:
-        for k in r.get("kernels", []):
-            out += _kernel_findings(k, corpus)
+    out.append("(findings by root cause follow, each once across kernels; --json has every check in full)")
+    out += findings_text([k for r in reports for k in r.get("kernels", [])], corpus)
     limits = [(k, lim) for r in reports for k in r.get("kernels", []) for lim in k.get("host_limits") or []]
     if limits:
         out.append("")
@@ -420,22 +418,23 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
     return "\n".join(out)
 
 
-def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
-    """A kernel's findings by root cause (one line each, with the checks it breaks, its
-    smallest shape and whether the host reaches it) and the reason of every check left
-    undecided, under the kernel's summary line; nothing for a kernel with neither."""
+def _kernel_findings(k: dict, corpus: Corpus) -> Tuple[List[str], List[List[str]], List[str]]:
+    """A kernel's findings: (its summary line, or nothing when it has no finding; one block of
+    lines per root cause: title, checks, smallest shape, reach, the boundary per layout, gate
+    marks, routing; the reason of every check left undecided)."""
     causes = [rc for rc in (k.get("root_causes") or root_causes(k)) if rc["checks"]]
     undecided = {key: [check_name(c) for c in cs] for key, cs in undecided_groups(k).items()}
     if not causes and not undecided:
-        return []
-    name = kernel_label(k)
-    out = ["", f"{name}: {k.get('summary') or summary_line(k)}"]
+        return [], [], []
+    head = ["", f"{kernel_label(k)}: {k.get('summary') or summary_line(k)}"]
+    blocks = []
     for rc in causes:
         sm = rc["smallest"]
         shape = " ".join(f"{a}={b}" for a, b in sm["shape"].items() if not a.startswith("total_"))
         mark = "" if sm.get("minimal", True) else " (not proven minimal)"
-        out.append(f"  [{rc['id']}] {rc['title']}")
-        out.append(f"      breaks {', '.join(rc['checks'])}; smallest {shape} ({sm['check']}){mark}; {rc['reach']}")
+        out = [f"{rc['title']}",
+               f"      breaks {', '.join(rc['checks'])}; smallest {shape} ({sm['check']}){mark}; {rc['reach']}"]
+        out += [f"      boundary ({lay}): {b}" for lay, b in (rc.get("boundary") or {}).items()]
         out += _marks(k, rc)
         rt = (smallest_check(k, rc) or {}).get("routing") or {}
         if rt.get("reachable") is False:
@@ -444,8 +443,28 @@ def _kernel_findings(k: dict, corpus: Corpus) -> List[str]:
             routes = k.get("routes") or []
             cfgs = "; ".join(",".join(f"{a}={b}" for a, b in cfg.items()) for cfg in routes[:4])
             out.append(f"      routed from: {cfgs}" if routes else f"      no configuration in {ROUTING_CSV} routes to this kernel")
-    for (verdict, why), tags in undecided.items():
-        out.append(f"  {MARK[verdict]} {verdict} ({', '.join(tags)}): {why}")
+        blocks.append(out)
+    rest = [f"  {MARK[verdict]} {verdict} ({', '.join(tags)}): {why}" for (verdict, why), tags in undecided.items()]
+    return head, blocks, rest
+
+
+def findings_text(kernels: List[dict], corpus: Corpus) -> List[str]:
+    """Every kernel's summary line and undecided reasons, then each root cause once, with the
+    kernels it is found in (identical blocks of sibling kernels fold into one: issue 40)."""
+    out: List[str] = []
+    folded: Dict[Tuple[str, ...], List[str]] = {}
+    for k in kernels:
+        head, blocks, rest = _kernel_findings(k, corpus)
+        out += head + rest
+        for b in blocks:
+            folded.setdefault(tuple(b), []).append(kernel_label(k))
+    if folded:
+        out += ["", f"root causes ({len(folded)}, each once; the kernels it is found in):"]
+    for n, (block, names) in enumerate(folded.items(), 1):
+        shown_names = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
+        out.append(f"  [{n}] {block[0]}")
+        out.append(f"      in {len(names)} kernel(s): {shown_names}")
+        out += list(block[1:])
     return out
 
 
