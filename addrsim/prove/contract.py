@@ -169,7 +169,7 @@ def decide(p: Side, c: Side, layout: str, opts: Options) -> Contract:
                    assumptions=_assumptions(p, c))
     ranges = _ranges(p, c)
     pairs = [(p.cases[0], x) for x in c.cases] + [(x, c.cases[0]) for x in p.cases[1:]]
-    seen, spent = set(), 0
+    seen, on_domains, spent = set(), set(), 0
     for pc, cc in pairs:
         if spent >= opts.check_ru:
             res.verdict, res.reason = Verdict.UNKNOWN, (f"check budget of {opts.check_ru / RU:g} Mru spent before "
@@ -177,12 +177,13 @@ def decide(p: Side, c: Side, layout: str, opts: Options) -> Contract:
             return res
         claim, conds = X.eq(pc[0], cc[0]), pc[1] + cc[1]
         key = b"".join(X.digest(e) for e in [claim] + conds)
-        if key in seen:
+        if key in seen or X.digest(claim) in on_domains:
             continue
         seen.add(key)
         first = decide_query(p.domain + c.domain, claim, ranges, opts.query_ru, p.prob, 0, opts.arith)
         spent += first[5]
         if first[0] == "proved":
+            on_domains.add(X.digest(claim))    # the same offsets on another path: proved already
             continue          # on the two domains alone: then on every path (group mode: path conditions weigh)
         v, model, why, minimal, _, used = decide_query(conds, claim, ranges, opts.query_ru, p.prob, opts.min_ru,
                                                     opts.arith)
