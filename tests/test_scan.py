@@ -138,5 +138,6 @@ def test_a_rerun_reads_the_report_of_each_unchanged_kernel(corpus, tmp_path):
 def test_html_page_of_the_scan(scanned):
     page = (scanned[1] / "r.html").read_text()
     assert "<table id='matrix'>" in page and "<script" not in page
-    assert "Root cause 1: 32-bit wrap at 0x2b54: s_mul_i32 s62, s4, s53" in page
+    assert "Root cause 2: 32-bit wrap at 0x2b54: s_mul_i32 s62, s4, s53" in page     # after the SBHD formula (triage)
+    assert "Root cause 1: offset wrong over the integers too (sbhd)" in page
     assert "nhead_q*seqlen_q*(batch - 1) &gt;= 2**24" in page and "<svg" in page
