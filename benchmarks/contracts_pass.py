@@ -63,8 +63,9 @@ def summary(rows) -> int:
         pairs.setdefault((r["arch"], r["producer_file"], r["consumer_file"], r.get("consumer", ["", ""])[1]), {})[
             r["layout"]] = r
     for (arch, p, c, buf), by in pairs.items():
-        cell = lambda lay: (by[lay]["verdict"] + (f" ({by[lay]['cause']}, {by[lay]['term']})"  # noqa: E731
-                            if by[lay]["verdict"] == "counterexample" else "")) if lay in by else "-"
+        cell = lambda lay: (by[lay]["verdict"] + (  # noqa: E731
+            f" ({by[lay]['cause'] or 'unclassified'}, {by[lay]['term'] or 'batch and head together'})"
+            if by[lay]["verdict"] == "counterexample" else "")) if lay in by else "-"
         cpu = next(iter(by.values()))["cpu_s"]
         print(f"| {arch} | {p} | {c} | {buf} | {cell('bhsd')} | {cell('bshd')} | {cell('sbhd')} | {cpu} |")
     return 0
