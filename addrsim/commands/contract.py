@@ -55,6 +55,9 @@ def _pairs(args):
         raise InputError(" ".join(args.files), "give one main kernel, or a producer and a consumer with --buffers")
     main = Path(args.files[0])
     pairs = pass_contracts(main, load_code_object(main).arch)
+    for path in {x for pr, _, co, _ in pairs for x in (pr, co)}:
+        if not path.is_file():            # before any work: the csv names a code object that is not there
+            raise InputError(str(path), f"not a file (named by the routing csvs beside {main.name})")
     if not pairs:
         raise InputError(str(main), "no routing table beside it names this kernel (fmha_bwd_dqdkdv.csv) or its "
                                     "pass shares nothing: give PRODUCER CONSUMER --buffers P C")

@@ -340,5 +340,7 @@ def check_bounds(bounds: Optional[Dict[str, Tuple[int, int]]]) -> None:
             raise InputError("--bound", f"unknown shape variable {name!r} (one of {', '.join(SHAPE_VARS)})")
         lo, hi = rng
         if not (isinstance(lo, int) and isinstance(hi, int)) or lo < 1 or lo > hi or hi >= 1 << 32:
+            why = ("an empty range would prove everything" if isinstance(lo, int) and isinstance(hi, int) and
+                   (lo < 1 or lo > hi) else "a size past 32 bits is no tensor dimension a kernel argument can hold")
             raise InputError("--bound", f"{name}={lo}:{hi} is not a range of sizes (need 1 <= MIN <= MAX < 2**32): "
-                                        "an empty range would prove everything")
+                                        + why)

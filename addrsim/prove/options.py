@@ -88,5 +88,5 @@ def validate(opts: Options):
         if v is None:
             continue
         if isinstance(v, bool) or not isinstance(v, (int, float)) or not (least <= v < 2 ** 31):
-            return name, f"a budget must be a finite number, {least:g} or more, got {v!r}"
+            return name, f"a budget must be a finite number from {least:g} to below 2**31, got {v!r}"
     return None
