@@ -138,3 +138,14 @@ def test_bad_pairs_and_tables_are_one_line_each(tmp_path, capsys):
     (tmp_path / "fmha_bwd_dqdkdv.csv").write_text("\ufeff" + cols + row, encoding="utf-8")    # Excel's BOM
     assert cli(base + [str(p)]) == 3                                                 # read; no odo row
     assert "fmha_bwd_odo.csv" in capsys.readouterr().err
+
+
+def test_a_pass_naming_a_missing_code_object_fails_before_the_work(tmp_path, capsys):
+    p = build("acc_producer", tmp_path)
+    cols = "dtype,hdim_q,hdim_v,mask,atomic32,pssk,pddv,mode,bf16_cvt,ts_qo,ts,knl_name,co_name\n"
+    (tmp_path / "fmha_bwd_dqdkdv.csv").write_text(
+        cols + "bf16,128,128,0,0,0,0,0,3,16,64,addrsim_example_acc_producer,acc_producer.co\n")
+    (tmp_path / "fmha_bwd_odo.csv").write_text(cols + "bf16,128,128,0,0,0,0,0,3,0,128,odo,gone.co\n")
+    assert cli(["contract", str(p), "--model", MODEL]) == 3
+    err = capsys.readouterr().err
+    assert "gone.co: not a file (named by the routing csvs beside acc_producer.co)" in err and err.count("\n") == 1
