@@ -363,12 +363,13 @@ def contract(producer, consumer, producer_buffer: str, consumer_buffer: str,
     for lay in layouts:
         sides = [side(sub, ex, buf, lay, opts, tag, role) for (sub, ex), buf, tag, role in
                  zip(subs, (producer_buffer, consumer_buffer), ("@producer", "@consumer"), ("writes", "reads"))]
-        if any(isinstance(s_, str) for s_ in sides):
-            why = "; ".join(s_ for s_ in sides if isinstance(s_, str))
+        refused = [s_ for s_ in sides if isinstance(s_, tuple)]
+        if refused:
             out.append({"producer": [subs[0][0].kernel.symbol, producer_buffer],
                         "consumer": [subs[1][0].kernel.symbol, consumer_buffer], "layout": lay,
-                        "verdict": str(Verdict.UNSUPPORTED), "reason": why, "counterexample": None, "culprit": [],
-                        "term": "", "witness": None, "assumptions": []})
+                        "verdict": "unknown" if any(v == Verdict.UNKNOWN for v, _ in refused) else "unsupported",
+                        "reason": "; ".join(w for _, w in refused),
+                        "counterexample": None, "culprit": [], "term": "", "witness": None, "assumptions": []})
             continue
         d = asdict(decide(sides[0], sides[1], lay, opts))
         d["verdict"] = str(d["verdict"])

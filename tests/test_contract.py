@@ -149,3 +149,26 @@ def test_a_pass_naming_a_missing_code_object_fails_before_the_work(tmp_path, cap
     assert cli(["contract", str(p), "--model", MODEL]) == 3
     err = capsys.readouterr().err
     assert "gone.co: not a file (named by the routing csvs beside acc_producer.co)" in err and err.count("\n") == 1
+
+
+def test_a_slice_offset_built_from_a_loaded_value_is_never_proved(tmp_path):
+    """The contract states its claim only where the address check would: acc_consumer.s edited to
+    add a word it loads from memory to its offset (the same in every slice, so it cancels in
+    offset(b,h) - offset(0,0)) is unsupported with the address check's reason, not proved."""
+    import shutil
+    import subprocess
+    from test_examples import EX
+    text = (EX / "acc_consumer.s").read_text()
+    edit = ("        s_load_dword s26, s[8:9], 0x0           // a word from memory\n"
+            "        s_waitcnt lgkmcnt(0)\n        s_add_u32 s18, s18, s26\n        s_addc_u32 s19, s19, 0\n")
+    anchor = "        s_add_u32 s8, s8, s18"
+    assert text.count(anchor) == 1
+    src = tmp_path / "acc_consumer_loaded.s"
+    src.write_text(text.replace(anchor, edit + anchor))
+    obj, co = tmp_path / "c.o", tmp_path / "acc_consumer_loaded.co"
+    subprocess.run([shutil.which("llvm-mc-22"), "-triple=amdgcn-amd-amdhsa", "-mcpu=gfx942", "-filetype=obj", str(src),
+                    "-o", str(obj)], check=True)
+    subprocess.run([shutil.which("ld.lld-22"), "-shared", str(obj), "-o", str(co)], check=True)
+    out = by_layout(contract(build("acc_producer", tmp_path), co, "dq", "dq_acc", layouts=["bhsd"], model_files=[MODEL]))
+    c = out["bhsd"]
+    assert c["verdict"] == "unsupported" and "memory the models do not describe" in c["reason"], c

@@ -113,33 +113,11 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
                 expected=prob.expected_text.get(buffer, ""))
     ctx = _Ctx(sub, ex, buffer, layout, buffer_pointer(sub.ms, sub.kernel, buffer), prob, opts, cache, prop, res,
                t0)
-    every = prop == "bounds"          # each access reads its own offset from the V#
-    tg = targets_for(ex, ctx.ptr, every)
-    capped = ex.derived.get("capped", {}).get((ctx.ptr, every))
-    if capped:
-        return ctx.done(Verdict.UNKNOWN, capped)
-    wrong = stand_in(sub, ex, prob, buffer, ctx.ptr, stand_ins=not tg)
-    if wrong is not None:
-        return _wrong_base(ctx, wrong)
-    refused, tg = _refusal(ctx, tg)
-    if refused is not None:
-        return ctx.done(Verdict.UNSUPPORTED, refused)
+    setup = _setup(ctx)
+    if isinstance(setup, Check):
+        return setup
+    tg, env, zero_ids = setup
     expected = prob.expected[buffer] if prop == "address" else prob.extent[buffer]
-    if not _in_loop(sub.code, ex, ctx.ptr):
-        prob.restrict_exact(symbols_read(tg))    # exactness of the arguments these addresses read only
-    env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == 'ptr' for s in X.symbols(v).values())}
-    env.update(prob.arrays)      # pointer arguments that hold a sequence-start array
-    undeclared = sorted({n.args[0].name for t in tg for n in X.walk(t.address)
-                         if isinstance(n, X.Op) and n.op == "sel" and n.args[0].name not in prob.arrays})
-    if undeclared:
-        return ctx.done(Verdict.UNSUPPORTED, "address depends on memory the models do not describe: loads from "
-                        + ", ".join(undeclared))
-    zero_ids = {prob.grid["z"].name: Const(0, 32), prob.grid["y"].name: Const(0, 32)}
-    res.extracted, res.difference, res.offset_sym, res.shape_offset_sym = _formulas_cached(ctx, tg[0].address,
-                                                                                         zero_ids)
-    swizzled = _swizzle_refused(ctx, tg, env)
-    if swizzled is not None:
-        return ctx.done(*swizzled)
     covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
     decided = _targets_decided(ctx, tg, env, expected, zero_ids)
     if decided is None and prop == "bounds" and buffer in prob.slices:     # slice containment (issue 36)
@@ -167,6 +145,58 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
         if later:
             return ctx.done(Verdict.UNSUPPORTED, later)
     return ctx.done(Verdict.PROVED)
+
+
+def _setup(ctx: _Ctx):
+    """The stages before any query: the accesses (``targets``), what refuses the check (a capped
+    case split, a wrong base pointer, :func:`_refusal`, loads from memory the models do not
+    describe, a swizzle bit not proved 0), the argument environment.  Returns the finished
+    Check of a refusal, else (targets, environment, the reference workgroup's ids)."""
+    sub, ex, prob, buffer = ctx.sub, ctx.ex, ctx.prob, ctx.buffer
+    every = ctx.prop == "bounds"          # each access reads its own offset from the V#
+    tg = targets_for(ex, ctx.ptr, every)
+    capped = ex.derived.get("capped", {}).get((ctx.ptr, every))
+    if capped:
+        return ctx.done(Verdict.UNKNOWN, capped)
+    wrong = stand_in(sub, ex, prob, buffer, ctx.ptr, stand_ins=not tg)
+    if wrong is not None:
+        return _wrong_base(ctx, wrong)
+    refused, tg = _refusal(ctx, tg)
+    if refused is not None:
+        return ctx.done(Verdict.UNSUPPORTED, refused)
+    if not _in_loop(sub.code, ex, ctx.ptr):
+        prob.restrict_exact(symbols_read(tg))    # exactness of the arguments these addresses read only
+    env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == 'ptr' for s in X.symbols(v).values())}
+    env.update(prob.arrays)      # pointer arguments that hold a sequence-start array
+    undeclared = sorted({n.args[0].name for t in tg for n in X.walk(t.address)
+                         if isinstance(n, X.Op) and n.op == "sel" and n.args[0].name not in prob.arrays})
+    if undeclared:
+        return ctx.done(Verdict.UNSUPPORTED, "address depends on memory the models do not describe: loads from "
+                        + ", ".join(undeclared))
+    zero_ids = {prob.grid["z"].name: Const(0, 32), prob.grid["y"].name: Const(0, 32)}
+    ctx.res.extracted, ctx.res.difference, ctx.res.offset_sym, ctx.res.shape_offset_sym = _formulas_cached(
+        ctx, tg[0].address, zero_ids)
+    swizzled = _swizzle_refused(ctx, tg, env)
+    if swizzled is not None:
+        return ctx.done(*swizzled)
+    return tg, env, zero_ids
+
+
+def address_setup(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options,
+                  cache: Optional[dict] = None):
+    """The address check's stages before any query (:func:`_setup`) for another claim over the
+    same accesses (:mod:`addrsim.prove.contract`): ``(problem, targets, environment, reference
+    ids)``, or the refusal as ``(verdict, reason)``: every instruction, branch, division,
+    case split and swizzle bit those accesses depend on is understood, or the claim is not
+    stated."""
+    prob = build_problem(sub.ms, sub.kernel, layout, Sym(LANE, 32, "lane"), opts.bounds, sub.arch, opts.memory_gib)
+    res = Check(buffer, layout, Verdict.UNKNOWN, arith=opts.arith, prop="address", problem=prob)
+    ctx = _Ctx(sub, ex, buffer, layout, buffer_pointer(sub.ms, sub.kernel, buffer), prob, opts, cache, "address",
+               res, time.time())
+    setup = _setup(ctx)
+    if isinstance(setup, Check):
+        return setup.verdict, setup.reason or ""
+    return (prob,) + setup
 
 
 def _wrong_base(ctx: _Ctx, w: StandIn) -> Check:

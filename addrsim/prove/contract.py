@@ -40,9 +40,8 @@ from addrsim.backends.z3_run import RU
 from addrsim.errors import InputError
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr, Sym
-from addrsim.model.models import Problem, build_problem, buffer_pointer
-from addrsim.prove.check import reference, symbols_read
-from addrsim.prove.machines import LANE
+from addrsim.model.models import Problem, buffer_pointer
+from addrsim.prove.check import address_setup, reference, symbols_read
 from addrsim.prove.options import Options
 from addrsim.prove.query import CLASSIFY_RU, array_facts, decide_query, env_of, ranges_of
 from addrsim.prove.replay import Subject, replay
@@ -94,23 +93,24 @@ class Contract:
 
 
 def side(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options, tag: str, role: str = ""):
-    """The :class:`Side` of kernel ``sub`` for ``buffer`` in ``layout``, or a reason (str) why
-    its accesses give no slice offset (no access, or one the address check cannot state).
+    """The :class:`Side` of kernel ``sub`` for ``buffer`` in ``layout``, or (verdict, reason):
+    unsupported or unknown where the address check itself would not state its claim
+    (:func:`addrsim.prove.check.address_setup`: an instruction, branch, division, case split,
+    load or swizzle bit not understood; a wrong base pointer).
     ``role`` "writes" (a producer: some access stores or adds) or "reads" (a consumer: some
     access loads); raises InputError for a kernel that does not play it."""
-    prob = build_problem(sub.ms, sub.kernel, layout, Sym(LANE, 32, "lane"), opts.bounds, sub.arch, opts.memory_gib)
     ptr = buffer_pointer(sub.ms, sub.kernel, buffer)
-    tg = targets_for(ex, ptr, False)
-    if not tg:
-        return f"{sub.kernel.symbol} has no access of {buffer} through {ptr}"
-    kinds = {t.access.kind for t in targets_for(ex, ptr, True)} | {t.access.kind for t in tg}
-    if role and ("store" if role == "writes" else "load") not in kinds:
+    kinds = {t.access.kind for t in targets_for(ex, ptr, True)} | {t.access.kind for t in targets_for(ex, ptr, False)}
+    if role and kinds and ("store" if role == "writes" else "load") not in kinds:
         raise InputError(sub.kernel.symbol, f"is given as the kernel that {role} {buffer}, but it only "
                                             f"{'loads' if role == 'writes' else 'stores to'} it")
-    prob.restrict_exact(symbols_read(tg))      # as the address check does (prove/check.py)
-    env = {k: v for k, v in prob.kernargs.items() if not any(s.kind == "ptr" for s in X.symbols(v).values())}
-    env.update(prob.arrays)
-    zero_ids = {prob.grid["z"].name: Const(0, 32), prob.grid["y"].name: Const(0, 32)}
+    setup = address_setup(sub, ex, buffer, layout, opts)
+    if len(setup) == 2:          # refused as the address check refuses it: the same reason, never a proof
+        verdict, why = setup
+        word = verdict if verdict in (Verdict.UNKNOWN, Verdict.UNSUPPORTED) else Verdict.UNSUPPORTED
+        return word, f"{sub.kernel.symbol}, {buffer}: {why or verdict}"
+    prob, tg, env, zero_ids = setup
+    prob.restrict_exact(symbols_read(tg))      # only the arguments these accesses read: fewer assumptions, sound
     shared = {prob.grid["z"].name, prob.grid["y"].name}
     expected = prob.expected[buffer]          # shape terms (the contract already substituted)
     cases, names = [], {}
@@ -200,7 +200,8 @@ def decide(p: Side, c: Side, layout: str, opts: Options) -> Contract:
         return res
     res.verdict, res.witness = Verdict.PROVED, _shape(p, model)
     res.reason = (f"{p.kernel} writes {p.buffer} and {c.kernel} reads {c.buffer} at the same offset from slice "
-                  f"(0, 0) for every (batch_id, head_id) and shape both are launched on")
+                  f"(0, 0) for every (batch_id, head_id) and shape both are launched on (an access in a loop: its first "
+                  f"iteration; later ones are each kernel's own check, by induction)")
     return res
 
 
