@@ -246,10 +246,13 @@ def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:
     witness, its routing per host entry point, and with ``routed`` the routed verdict.  An
     engine failure is an internal error (raised: exit 4 with its message), never a verdict
     and never an "unknown"."""
+    proved = frozenset()
+
     def run(entry):
-        c = check(sub, ex, b, lay, opts, cache, prop, routed=entry)
+        c = check(sub, ex, b, lay, opts, cache, prop, routed=entry, proved=proved)
         return settle(c, *witness_tools(sub, c, opts, cache), cache=cache)
     c = run(None)
+    proved = frozenset(c.proved_cases)        # a routed domain is a subset of the kernel's
     if b == "lse" and prop == "address" and c.problem is not None:
         c.rows = rows_read(sub, ex, buffer_pointer(sub.ms, sub.kernel, b), c.problem)
     c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None, cache)

@@ -1,16 +1,21 @@
 """What the CLI commands share: the argument parser, common options, output checks, emitting.
 
 Owns :class:`Parser` (usage errors are one line, exit 3), the option types, :func:`add_common`,
-:func:`check_output`, :func:`check_outputs`, :func:`emit`, :func:`smt_dir` and :func:`fail`.  May import addrsim.errors.
+:func:`check_output`, :func:`check_outputs`, :func:`emit`, :func:`smt_dir`, :func:`fail` and the key of a
+kernel's whole report in the query cache (:func:`report_key`, read back by verify and scan).
+May import addrsim.errors, addrsim.loader and addrsim.model.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
+import re
 import sys
-from typing import Optional
+from pathlib import Path
+from typing import List, Optional
 
-from addrsim.errors import EXIT_BAD_INPUT, InputError
+from addrsim.errors import EXIT_BAD_INPUT, AddrsimError, InputError
 from addrsim.files import atomic_open
 
 
@@ -229,3 +234,46 @@ def cache_dir_of(args):
     if getattr(args, "no_cache", False):
         return None
     return args.cache_dir or default_dir()
+
+
+def report_key(path, like, buffers, layouts, ms, bounds, budgets, opts, label=None) -> Optional[str]:
+    """The key of a kernel's whole report in the query cache: BLAKE2b over ``label`` (the
+    file's stable name: its path, or ``WHEEL!member`` for a wheel member, whose extracted path
+    is a fresh temporary folder each run) and the bytes of the code object (and of the one
+    whose metadata a listing takes), of every model file read *in load order* (a later file's
+    layout or family replaces an earlier one of the same name), of each host evidence file
+    beside the code object (or its absence: it chooses the host), the llvm-objdump that
+    decodes them (path and version) and every setting of the scan.  A report is a function of
+    these (budgets are resource units; addrsim's own code is in the store's file name,
+    :func:`addrsim.prove.store.store_path`), so a rerun over unchanged kernels reads it back
+    without exploring the kernel.  None when a file cannot be read."""
+    from addrsim.loader.disasm import find_objdump
+    h = hashlib.blake2b(b"report 2", digest_size=20)
+    h.update(str(label if label is not None else path).encode())
+    try:
+        for f in [path, like] + list(ms.files):
+            h.update(b"\0" + str(f).encode() + b"\0" + (Path(f).read_bytes() if f else b"-"))
+        for f in evidence_files(path, like, ms):
+            h.update(b"\0" + f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"absent"))
+        h.update(repr(find_objdump()).encode())
+    except (OSError, AddrsimError):
+        return None
+    h.update(json.dumps([sorted(buffers) if buffers else None, list(layouts), bounds, budgets, opts],
+                        sort_keys=True, default=repr).encode())
+    return "report:" + h.hexdigest()
+
+
+def evidence_files(path, like, ms) -> List[Path]:
+    """The host evidence files (:func:`addrsim.model.hosts.choose_host`) that may lie beside
+    the code object or the one a listing takes, present or not."""
+    names = sorted({ev for h in ms.hosts for ev in (h.get("evidence") or [])})
+    folders = [Path(f).parent for f in (path, like) if f]
+    return [d / n for d in folders for n in names]
+
+
+def files_kept(rep: dict) -> bool:
+    """Every SMT-LIB2 file a stored report names (an undecided obligation) is still there."""
+    return all(Path(p).exists() for p in _SMT_PATH.findall(json.dumps(rep)))
+
+
+_SMT_PATH = re.compile(r"obligation written to ([^)\"]+\.smt2)")

@@ -36,7 +36,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, EXIT_LATENT, exit_status
-from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
+from addrsim.commands.common import (files_kept as _files_kept, report_key, EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      cache_dir_of, check_outputs, smt_dir)
 from addrsim.errors import EXIT_INTERNAL, EXIT_UNKNOWN, AddrsimError, unknown_name
 from addrsim.files import atomic_open
@@ -253,41 +253,6 @@ def _scan_one(path, buffers, layouts):
     return dict(rep, cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
 
 
-def report_key(path, like, buffers, layouts, ms: ModelSet, bounds, budgets, opts, label=None) -> Optional[str]:
-    """The key of a kernel's whole report in the query cache: BLAKE2b over ``label`` (the
-    file's stable name: its path, or ``WHEEL!member`` for a wheel member, whose extracted path
-    is a fresh temporary folder each run) and the bytes of the code object (and of the one
-    whose metadata a listing takes), of every model file read *in load order* (a later file's
-    layout or family replaces an earlier one of the same name), of each host evidence file
-    beside the code object (or its absence: it chooses the host), the llvm-objdump that
-    decodes them (path and version) and every setting of the scan.  A report is a function of
-    these (budgets are resource units; addrsim's own code is in the store's file name,
-    :func:`addrsim.prove.store.store_path`), so a rerun over unchanged kernels reads it back
-    without exploring the kernel.  None when a file cannot be read."""
-    from addrsim.loader.disasm import find_objdump
-    h = hashlib.blake2b(b"report 2", digest_size=20)
-    h.update(str(label if label is not None else path).encode())
-    try:
-        for f in [path, like] + list(ms.files):
-            h.update(b"\0" + str(f).encode() + b"\0" + (Path(f).read_bytes() if f else b"-"))
-        for f in evidence_files(path, like, ms):
-            h.update(b"\0" + f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"absent"))
-        h.update(repr(find_objdump()).encode())
-    except (OSError, AddrsimError):
-        return None
-    h.update(json.dumps([sorted(buffers) if buffers else None, list(layouts), bounds, budgets, opts],
-                        sort_keys=True, default=repr).encode())
-    return "report:" + h.hexdigest()
-
-
-def evidence_files(path, like, ms: ModelSet) -> List[Path]:
-    """The host evidence files (:func:`addrsim.model.hosts.choose_host`) that may lie beside
-    the code object or the one a listing takes, present or not."""
-    names = sorted({ev for h in ms.hosts for ev in (h.get("evidence") or [])})
-    folders = [Path(f).parent for f in (path, like) if f]
-    return [d / n for d in folders for n in names]
-
-
 def _repathed(rep: dict, path: str) -> dict:
     """A stored report with its file named ``path`` (a wheel member's extracted path changes
     each run), marked cached."""
@@ -298,14 +263,6 @@ def _repathed(rep: dict, path: str) -> dict:
             text = text.replace(json.dumps(o)[1:-1], json.dumps(path)[1:-1])
         rep = json.loads(text)
     return dict(rep, kernels=[dict(k, cached=True) for k in rep["kernels"]])
-
-
-def _files_kept(rep: dict) -> bool:
-    """Every SMT-LIB2 file a stored report names (an undecided obligation) is still there."""
-    return all(Path(p).exists() for p in _SMT_PATH.findall(json.dumps(rep)))
-
-
-_SMT_PATH = re.compile(r"obligation written to ([^)\"]+\.smt2)")
 
 
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from addrsim.commands.common import (EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
+from addrsim.commands.common import (files_kept, report_key, EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      check_outputs, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
@@ -59,11 +59,7 @@ def run(args) -> int:
         reports, unmodelled = [], []
         for f in args.files:
             try:
-                reports.append(verify(f, args.buffer or None, args.layout or DEFAULT_LAYOUTS, models=models,
-                                      bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
-                                      memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check,
-                                      like=args.like, host=args.host, routed=args.routed, progress=bar,
-                                      cache=cache, jobs=args.jobs))
+                reports.append(_verified(f, args, models, cache, bar))
             except UnmodelledError as e:     # listed and skipped, as scan does; the others still count
                 unmodelled.append(e)
         if unmodelled and not reports:
@@ -96,6 +92,29 @@ def run(args) -> int:
         sys.stderr.write(f"addrsim: {e}\n")
     status = bad if bad is not None else exit_status(reports)
     return max(status, EXIT_UNKNOWN) if unmodelled and status == 0 else status
+
+
+def _verified(f, args, models, cache, bar) -> dict:
+    """The report of one file: read back from the query cache when an earlier run saw the same
+    bytes, models and settings (:func:`addrsim.commands.common.report_key`; its times are that
+    run's, and every SMT-LIB2 file it names must still exist), else :func:`addrsim.api.verify`,
+    stored for the next run."""
+    buffers, layouts = args.buffer or None, args.layout or DEFAULT_LAYOUTS
+    settings = {"command": "verify", "arith": args.arith, "memory_gib": args.memory_gib, "smt_dir": smt_dir(args),
+                "properties": list(args.check), "host": args.host, "routed": args.routed}
+    key = report_key(f, args.like, buffers, layouts, models, bounds_of(args), budgets_of(args), settings)
+    hit = cache.get(key) if key is not None else None
+    if hit is not None and files_kept(hit[1]):
+        if not args.quiet:
+            sys.stderr.write(f"addrsim: {f}: report read from the query cache (same code object, models and "
+                             "settings; --no-cache decides again)\n")
+        return dict(hit[1], kernels=[dict(k, cached=True) for k in hit[1]["kernels"]])
+    rep = verify(f, buffers, layouts, models=models, bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
+                 memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check, like=args.like,
+                 host=args.host, routed=args.routed, progress=bar, cache=cache, jobs=args.jobs)
+    if key is not None:
+        cache[key] = ("report", rep)
+    return rep
 
 
 def _fail_all(errors) -> int:

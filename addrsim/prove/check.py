@@ -69,6 +69,17 @@ class _Ctx:
     t0: float
     spent: int = 0      # resource units charged to this check (the same in every run)
     cones: dict = field(default_factory=dict)   # cone sub-queries decided by this check's loop obligations
+    known: dict = field(default_factory=dict)   # claim digest -> condition-digest sets it was proved under (wider domain)
+
+    def subsumed(self, dk: bytes, conds: List[Expr]) -> bool:
+        """Was the claim of digest ``dk`` proved under a subset of ``conds``?"""
+        if dk not in self.known:
+            return False
+        have = {X.digest(c) for c in conds}
+        return any(s <= have for s in self.known[dk])
+
+    def proved_under(self, dk: bytes, conds: List[Expr]) -> None:
+        self.res.proved_cases.add((dk, frozenset(X.digest(c) for c in conds)))
 
     def out_of_budget(self) -> bool:
         return self.spent >= self.opts.check_ru
@@ -90,7 +101,8 @@ class _Ctx:
 
 
 def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options = Options(),
-          cache: Optional[dict] = None, prop: str = "address", routed: Optional[str] = None) -> Check:
+          cache: Optional[dict] = None, prop: str = "address", routed: Optional[str] = None,
+          proved: frozenset = frozenset()) -> Check:
     """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
 
     ``prop`` "address" (the module docstring's claim) or "bounds": every access of the
@@ -103,7 +115,11 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     same claim.  ``cache`` (optional, shared across calls) maps a structural hash of each
     query to its decision, so identical address computations in sibling kernels are decided
     once.  ``routed``: the host entry point whose routing joins the domain (None: the kernel's
-    own domain, :data:`addrsim.model.models.KERNEL_LAYERS`).  A "proved" from here is not
+    own domain, :data:`addrsim.model.models.KERNEL_LAYERS`).  ``proved``: the ``proved_cases``
+    of this check decided on a wider domain (the kernel's, before a routed rerun): a claim proved
+    there under a subset of a query's conditions is proved here without a query (more
+    hypotheses, the same conclusion; no units charged, so the rerun's budget is the same in
+    every run).  A "proved" from here is not
     final: the caller (:func:`addrsim.prove.domain.settle`) asks for a witness, or makes it
     "unreachable".  Raises InputError for a model that does not describe the kernel."""
     t0 = time.time()
@@ -112,7 +128,7 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     res = Check(buffer, layout, Verdict.UNKNOWN, arith=opts.arith, prop=prop, problem=prob,
                 expected=prob.expected_text.get(buffer, ""))
     ctx = _Ctx(sub, ex, buffer, layout, buffer_pointer(sub.ms, sub.kernel, buffer), prob, opts, cache, prop, res,
-               t0)
+               t0, known=_by_claim(proved))
     setup = _setup(ctx)
     if isinstance(setup, Check):
         return setup
@@ -360,6 +376,8 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
     shared: Dict[bytes, bool] = {}        # claim digest -> proved on the domain alone
     for t, conds, claim, a, a00, dk in cases:
         res.cases.append((t, conds, claim, a, a00))
+        if ctx.subsumed(dk, conds):
+            continue
         if repeats[dk] >= SHARED_CLAIM_MIN and not ctx.out_of_budget():
             if dk not in shared:
                 shared[dk] = _proved_on_domain(ctx, claim, expected, ranges)
@@ -383,11 +401,19 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         model = asked(model)
         ctx.spent += used
         if verdict == "proved":
+            ctx.proved_under(dk, conds)
             continue
         if verdict == "unknown":
             return Verdict.UNKNOWN, why + _dump(ctx, smt)
         return _counterexample(ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges)
     return None
+
+
+def _by_claim(proved) -> Dict[bytes, List[frozenset]]:
+    out: Dict[bytes, List[frozenset]] = {}
+    for dk, cs in sorted(proved, key=lambda p: (p[0], sorted(p[1]))):
+        out.setdefault(dk, []).append(cs)
+    return out
 
 
 def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
@@ -445,6 +471,8 @@ def _proved_on_domain(ctx: _Ctx, claim: Expr, expected: Expr, ranges) -> bool:
         proved, used, wall = proved_within(conds, claim, ranges, opts.query_ru, opts.arith)
         hit = ctx.keep(key, (proved, used), wall)
     ctx.spent += hit[1]
+    if hit[0]:
+        ctx.proved_under(X.digest(claim), conds)
     return hit[0]
 
 
