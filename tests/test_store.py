@@ -69,13 +69,15 @@ def test_a_cache_that_cannot_be_used_is_in_memory(tmp_path):
     assert s.path is None
 
 
-def _verify(co, cache, out):
+def _verify(co, cache, out, layouts=("sbhd", "bhsd"), stderr=None):
     env = dict(os.environ)
     env.pop("ADDRSIM_NO_CACHE", None)
     p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(co), "--model", MODEL, *BOUNDS,
-                        "--buffer", "lse", "--layout", "sbhd", "--layout", "bhsd", "--check", "address",
+                        "--buffer", "lse", *[x for lay in layouts for x in ("--layout", lay)], "--check", "address",
                         "--cache-dir", str(cache), "--json", str(out)], capture_output=True, text=True, env=env)
     assert p.returncode in (0, 1), p.stderr
+    if stderr is not None:
+        stderr.append(p.stderr)
     return json.loads(out.read_text())
 
 
@@ -93,11 +95,13 @@ def test_a_second_process_reads_the_first_ones_answers(tmp_path):
     co = build("lsed_bas_shortcut", tmp_path)
     first = _verify(co, tmp_path / "cache", tmp_path / "a.json")
     (f,) = (tmp_path / "cache").glob("queries-*.jsonl")
-    kept = len(f.read_text().splitlines())
+    answers = lambda: [x for x in f.read_text().splitlines() if not x.startswith('{"k":"report:')]  # noqa: E731
+    kept = len(answers())
     assert kept > 0
-    second = _verify(co, tmp_path / "cache", tmp_path / "b.json")
-    assert _essence(second) == _essence(first)          # the same verdicts, shapes and witnesses
-    assert len(f.read_text().splitlines()) == kept       # nothing decided again
+    # the layouts in the other order: another report (not read back whole), the same queries
+    second = _verify(co, tmp_path / "cache", tmp_path / "b.json", layouts=("bhsd", "sbhd"))
+    assert sorted(_essence(second)) == sorted(_essence(first))   # the same verdicts, shapes and witnesses
+    assert len(answers()) == kept                        # nothing decided again (the new report aside)
     sb = {c["layout"]: c for c in second["kernels"][0]["checks"]}
     assert sb["sbhd"]["counterexample"]["replayed_on"] == "an earlier run of the same query"
     assert sb["bhsd"]["witness"]["replayed_on"].startswith("an earlier run")
@@ -179,3 +183,17 @@ def test_a_routing_core_is_decided_once(monkeypatch):
     assert D.core([], named, cache=cache) == ["batch >= 4", "batch <= 2"]
     assert D.core([], named, cache=cache) == ["batch >= 4", "batch <= 2"] and len(calls) == 1
     assert D.core([], named[::-1], cache=cache) is not None and len(calls) == 2   # order and texts are in the key
+
+
+def test_the_same_command_again_reads_the_whole_report_back(tmp_path):
+    """verify with the same file, models and settings: the report of the first run, each kernel
+    marked cached, said on stderr; another setting (a layout less) decides again."""
+    co = build("lsed_bas_shortcut", tmp_path)
+    first = _verify(co, tmp_path / "cache", tmp_path / "a.json")
+    errs = []
+    again = _verify(co, tmp_path / "cache", tmp_path / "b.json", stderr=errs)
+    assert _essence(again) == _essence(first)
+    assert all(k["cached"] for k in again["kernels"])
+    assert "report read from the query cache" in errs[0]
+    other = _verify(co, tmp_path / "cache", tmp_path / "c.json", layouts=("bhsd",), stderr=errs)
+    assert not any(k.get("cached") for k in other["kernels"]) and "report read" not in errs[1]

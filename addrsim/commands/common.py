@@ -246,12 +246,14 @@ def report_key(path, like, buffers, layouts, ms, bounds, budgets, opts, label=No
     decodes them (path and version) and every setting of the scan.  A report is a function of
     these (budgets are resource units; addrsim's own code is in the store's file name,
     :func:`addrsim.prove.store.store_path`), so a rerun over unchanged kernels reads it back
-    without exploring the kernel.  None when a file cannot be read."""
+    without exploring the kernel.  None when a file cannot be read or is not a regular file."""
     from addrsim.loader.disasm import find_objdump
     h = hashlib.blake2b(b"report 2", digest_size=20)
     h.update(str(label if label is not None else path).encode())
     try:
         for f in [path, like] + list(ms.files):
+            if f and not Path(f).is_file():      # a FIFO or a device: never read here (it may block)
+                return None
             h.update(b"\0" + str(f).encode() + b"\0" + (Path(f).read_bytes() if f else b"-"))
         for f in evidence_files(path, like, ms):
             h.update(b"\0" + f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"absent"))
