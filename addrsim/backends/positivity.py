@@ -44,13 +44,19 @@ MAX_PRODUCTS = 400
 """Products of a fact by a monomial tried per certificate (the dK BSHD example needs about 15 of the 400 its search makes)."""
 
 CERT_RU = 2_000_000
-"""Resource units of the linear program per certificate (Z3's rlimit; HiGHS's simplex
-iterations count LP_ITER_RU each)."""
+"""Resource units of the linear program per certificate (Z3's rlimit where Z3 solves it)."""
 
-LP_ITER_RU = 1000
-"""Resource units charged per simplex iteration of HiGHS (about what Z3's linear real
-arithmetic spends per pivot on these programs, measured on the README kernel's K and dV
-bounds checks: 482 programs, 190 M units, 56 s)."""
+LP_ITERATIONS = 20_000
+"""Simplex iterations HiGHS may take per program (a safety limit: the README kernel's
+programs take 46 on average; a program cut there is "not shown")."""
+
+NNZ_RU = 520
+"""Resource units charged per nonzero of a program HiGHS solves (the products' terms and the
+polynomial's): what Z3 charged for programs of that size, measured on the README kernel's K and
+dV checks (482 programs, 522 units per nonzero on average, 2026-12-05), so a check's budget is
+shared between its stages as it was with Z3.  Charged per simplex iteration instead (1000
+units, 9x fewer in all), the undecided K and V BSHD bounds checks spent what the certificates
+left in Z3's nonlinear stages, which spend fewer units per second: 29 s became 60 s each."""
 
 BIG = 1e12
 """Monomial bounds past this are left out of the floating-point program (a residual that
@@ -189,8 +195,8 @@ def _program(d: P.Poly, prods: List[P.Poly], monos, rng, need: int) -> str:
 
 def _highs_weights(d: P.Poly, prods: List[P.Poly], monos, rng, need: int,
                    iterations: int) -> Tuple[Optional[List[Fraction]], int]:
-    """(weights ``lam_i`` rounded to rationals, or None where HiGHS finds none; simplex
-    iterations).  The program: columns ``x_i >= 0`` (``lam_i`` times the product's largest
+    """(weights ``lam_i`` rounded to rationals, or None where HiGHS finds none within
+    ``iterations`` simplex iterations; the iterations taken).  The program: columns ``x_i >= 0`` (``lam_i`` times the product's largest
     coefficient: every column scaled to 1), and per monomial ``m`` of the rest its residual
     ``r_m = d_m - sum(lam_i * p_i[m])`` split ``rp_m - rn_m`` (both >= 0) whose interval
     lower bound ``lo*rp - hi*rn`` is summed with the constant to at least ``need - 1/2``;
@@ -264,8 +270,8 @@ def _z3_weights(d: P.Poly, prods: List[P.Poly], monos, rng, need: int, rlimit: i
 
 def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool, int]:
     """(``d >= need`` in every model of the facts is shown, resource units spent).  False
-    means "not shown", never "false".  HiGHS first (``rlimit // LP_ITER_RU`` iterations), Z3
-    only where HiGHS's rounded weights fail the exact check."""
+    means "not shown", never "false".  HiGHS first (charged NNZ_RU a nonzero, at most the
+    budget), Z3 within what is left only where HiGHS's rounded weights fail the exact check."""
     if F.bound(d)[0] >= need:
         return True, 0
     prods = products(F, d)
@@ -274,8 +280,8 @@ def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool,
     monos = sorted(set(d).union(*prods), key=repr)
     rng = _ranges(F, monos)
     budget = int(rlimit or CERT_RU)
-    lam, its = _highs_weights(d, prods, monos, rng, need, max(1, budget // LP_ITER_RU))
-    used = its * LP_ITER_RU
+    used = min(budget, NNZ_RU * (len(d) + sum(len(p) for p in prods)))
+    lam, _ = _highs_weights(d, prods, monos, rng, need, LP_ITERATIONS)
     if lam is None:
         return False, used
     if _rest_lower(d, prods, lam, rng) > need - 1:
