@@ -5,7 +5,7 @@ import os
 import subprocess
 import sys
 
-from addrsim.prove.store import Store, _dec, _enc, open_store, store_path
+from addrsim.prove.store import Store, _dec, _enc, _well_formed, open_store, store_path
 from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness
 
 from test_examples import MODEL, build
@@ -35,6 +35,21 @@ def test_answers_within_a_resource_budget_are_kept_but_not_wall_clock_ones(tmp_p
     again = open_store(tmp_path)
     assert set(again) == {"q1", "q2", ("int", "q3")} and again.earlier("q2")
     assert again["q1"][-1] == 10**7          # the units it cost, charged again on a hit
+
+
+def test_every_shape_the_prover_stores_is_read_back(tmp_path):
+    """Each kind of entry a check writes is read back by the next run, none rejected: the
+    (proved, units) of a claim on the domain alone or a V# bit proved 0 were rejected as
+    malformed (26 lines of the README kernel's run, "ignored" on every warm run)."""
+    s = open_store(tmp_path)
+    entries = {"a": ("proved", None, None, True, None, 1200), "b": (True, 0), "c": (False, 657817),
+               "d": ("core", ["batch <= 1"]), "e": ("report", {"kernels": []})}
+    for k, v in entries.items():
+        s[k] = v
+    again = open_store(tmp_path)
+    assert again.rejected == 0 and {k: again[k] for k in entries} == entries
+    for bad in ((True, -1), (True, True), (1, 5)):
+        assert not _well_formed(bad)
 
 
 def test_a_torn_line_is_skipped(tmp_path):

@@ -124,6 +124,8 @@ def _well_formed(value) -> bool:
         return isinstance(value[1], dict) and isinstance(value[1].get("kernels"), list)
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "core":     # a minimal unsat core (its texts)
         return value[1] is None or (isinstance(value[1], list) and all(isinstance(t, str) for t in value[1]))
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], bool):   # (proved, units) of a sub-claim
+        return isinstance(value[1], int) and not isinstance(value[1], bool) and value[1] >= 0
     return (isinstance(value, tuple) and len(value) in (4, 6) and value[0] in ("proved", "refuted", "unknown")
             and (value[1] is None or isinstance(value[1], dict)) and isinstance(value[-1], int))
 
