@@ -46,17 +46,14 @@ MAX_PRODUCTS = 400
 CERT_RU = 2_000_000
 """Resource units of the linear program per certificate (Z3's rlimit where Z3 solves it)."""
 
-LP_ITERATIONS = 20_000
-"""Simplex iterations HiGHS may take per program (a safety limit: the README kernel's
-programs take 46 on average; a program cut there is "not shown")."""
-
-NNZ_RU = 520
-"""Resource units charged per nonzero of a program HiGHS solves (the products' terms and the
-polynomial's): what Z3 charged for programs of that size, measured on the README kernel's K and
-dV checks (482 programs, 522 units per nonzero on average, 2026-12-05), so a check's budget is
-shared between its stages as it was with Z3.  Charged per simplex iteration instead (1000
-units, 9x fewer in all), the undecided K and V BSHD bounds checks spent what the certificates
-left in Z3's nonlinear stages, which spend fewer units per second: 29 s became 60 s each."""
+ITER_RU = 8500
+"""Resource units charged per simplex iteration of HiGHS: Z3's charge for the same programs
+over HiGHS's iterations, measured on the README kernel's K and dV checks (482 programs: Z3
+190 M units, HiGHS 22,250 iterations, 2026-12-05), so a check's budget is shared between its
+stages as it was with Z3.  At 1000 units an iteration the undecided K and V BSHD bounds checks
+spent what the certificates left in Z3's nonlinear stages, which spend fewer units per second
+(20 s became 47-62 s each); at 520 units a nonzero of the program (Z3's mean per nonzero) the
+large programs cost more than Z3 charged and K and V BHSD bounds ran out of their check budget."""
 
 BIG = 1e12
 """Monomial bounds past this are left out of the floating-point program (a residual that
@@ -270,8 +267,8 @@ def _z3_weights(d: P.Poly, prods: List[P.Poly], monos, rng, need: int, rlimit: i
 
 def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool, int]:
     """(``d >= need`` in every model of the facts is shown, resource units spent).  False
-    means "not shown", never "false".  HiGHS first (charged NNZ_RU a nonzero, at most the
-    budget), Z3 within what is left only where HiGHS's rounded weights fail the exact check."""
+    means "not shown", never "false".  HiGHS first (``rlimit // ITER_RU`` iterations, ITER_RU
+    units each), Z3 within what is left only where HiGHS's rounded weights fail the exact check."""
     if F.bound(d)[0] >= need:
         return True, 0
     prods = products(F, d)
@@ -280,8 +277,8 @@ def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool,
     monos = sorted(set(d).union(*prods), key=repr)
     rng = _ranges(F, monos)
     budget = int(rlimit or CERT_RU)
-    used = min(budget, NNZ_RU * (len(d) + sum(len(p) for p in prods)))
-    lam, _ = _highs_weights(d, prods, monos, rng, need, LP_ITERATIONS)
+    lam, its = _highs_weights(d, prods, monos, rng, need, max(1, budget // ITER_RU))
+    used = min(budget, max(1, its) * ITER_RU)
     if lam is None:
         return False, used
     if _rest_lower(d, prods, lam, rng) > need - 1:
