@@ -46,7 +46,7 @@ MAX_PRODUCTS = 400
 CERT_RU = 2_000_000
 """Resource units of the linear program per certificate (Z3's rlimit where Z3 solves it)."""
 
-ITER_RU = 8500
+ITER_RU = 1000
 """Resource units charged per simplex iteration of HiGHS: Z3's charge for the same programs
 over HiGHS's iterations, measured on the README kernel's K and dV checks (482 programs: Z3
 190 M units, HiGHS 22,250 iterations, 2026-12-05), so a check's budget is shared between its

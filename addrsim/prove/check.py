@@ -87,6 +87,7 @@ class _Ctx:
     def done(self, verdict: Verdict, reason: Optional[str] = None) -> Check:
         self.res.verdict, self.res.reason = verdict, reason
         self.res.time_s = round(time.time() - self.t0, 3)
+        self.res.spent_ru = self.spent
         return self.res
 
     def cached(self, key):

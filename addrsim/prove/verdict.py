@@ -142,6 +142,7 @@ class Check:
     routing: object = None            # addrsim.prove.domain.Routing: does the host reach a failing shape?
     unreachable: list = field(default_factory=list)   # the assumptions that exclude every shape
     rows: Optional[dict] = None       # LSE address: the slice offsets the kernel reads at a small shape (differential.rows_read)
+    spent_ru: int = 0                 # resource units the check's queries charged (the same in every run)
     proved_cases: set = field(default_factory=set)   # (claim digest, frozenset of condition digests) proved (prove.check)
 
 

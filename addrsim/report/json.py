@@ -59,7 +59,7 @@ def check_json(c: Check, lines: Optional[Dict[int, int]] = None) -> dict:
     out = {"buffer": c.buffer, "layout": c.layout, "property": c.prop, "verdict": str(c.verdict), "arith": c.arith,
            "extracted": c.extracted, "expected": c.expected, "difference": c.difference, "reason": c.reason,
            "counterexample": _cex_json(c.counterexample, lines) if c.counterexample is not None else None,
-           "time_s": c.time_s}
+           "time_s": c.time_s, "mru": round(c.spent_ru / 1e6, 3)}
     shape_form = _shape_offset(c)
     if shape_form:
         out["extracted_shape"] = shape_form
