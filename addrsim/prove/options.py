@@ -15,10 +15,7 @@ from typing import Dict, Optional, Tuple
 from addrsim.backends.z3_run import RU
 
 QUERY_MRU = 10.0    # one solver call (the whole query when it is decided in one call)
-CHECK_MRU = 30.0    # one check, all its queries: no query starts once it is spent.  60 until
-                    # 2026-12-05: HiGHS made certificates ~4x cheaper in units (README kernel K/V
-                    # BHSD bounds 46 -> 12 Mru); its decided checks now need at most 24 Mru (K SBHD
-                    # bounds, no certificate), its undecided K/V BSHD bounds spent 78 Mru in 48-63 s
+CHECK_MRU = 60.0    # one check, all its queries: no query starts once it is spent
 MIN_MRU = 6.0       # counterexample minimisation of one query (a wrap cover, addrsim.prove.cover, and ~0.1 Mru a box)
 MRU_PER_S = 1.0     # nominal conversion of a budget written in seconds (measured mean: 1.3)
 
