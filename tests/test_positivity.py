@@ -12,7 +12,6 @@ a small domain (exhaustive check of random claims).
 """
 import itertools
 import random
-from fractions import Fraction
 
 import pytest
 
@@ -115,39 +114,6 @@ def test_a_certificate_is_checked_in_exact_arithmetic():
     F.assume_nonneg({(("x", 1),): 1, (("y", 1),): -1, (): -2})     # x >= y + 2
     assert certify(F, {(("x", 1),): 1, (("y", 1),): -1}, 2)[0]
     assert not certify(F, {(("x", 1),): 1, (("y", 1),): -1}, 3)[0]
-
-
-
-def test_weights_from_the_floating_point_program_are_checked_exactly(monkeypatch):
-    """HiGHS's weights are rounded and checked in rationals: weights that do not make the
-    rest non-negative are not believed (the same program then goes to Z3, exact), and when
-    Z3 finds none either the answer is "not shown"."""
-    import addrsim.backends.positivity as pos
-    F = P.Facts()
-    F.interval.update({"x": (0, 10), "y": (0, 10)})
-    F.assume_nonneg({(("x", 1),): 1, (("y", 1),): -1, (): -2})     # x >= y + 2
-    d = {(("x", 1),): 1, (("y", 1),): -1}
-    monkeypatch.setattr(pos, "_highs_weights", lambda d, prods, *a: ([Fraction(0)] * len(prods), 7))
-    calls = []
-    real = pos._z3_weights
-    monkeypatch.setattr(pos, "_z3_weights", lambda *a: calls.append(1) or real(*a))
-    ok, used = certify(F, d, 2)
-    lp = 7 * pos.ITER_RU
-    assert ok and calls and used > lp                           # Z3's exact weights, its units too
-    monkeypatch.setattr(pos, "_z3_weights", lambda *a: (None, 5))
-    assert certify(F, d, 2) == (False, lp + 5)
-
-
-def test_the_integer_margin_absorbs_rounding_and_nothing_more():
-    """``d`` has integer coefficients over integer atoms, so a rest above ``need - 1`` shows
-    ``d >= need``, and no more: from ``x >= y + 3`` (so ``x >= 3``), ``2x - y = x + (x - y)``
-    is at least 6, shown; at least 7 is not (false at x = 3, y = 0)."""
-    F = P.Facts()
-    F.interval.update({"x": (2, 10), "y": (0, 10)})
-    F.assume_nonneg({(("x", 1),): 1, (("y", 1),): -1, (): -3})     # x >= y + 3
-    d = {(("x", 1),): 2, (("y", 1),): -1}
-    assert certify(F, d, 6)[0]
-    assert not certify(F, d, 7)[0]
 
 
 # ---------------------------------------------------------------- soundness on a small domain

@@ -9,14 +9,9 @@ divisibility) such that the rest ``R = d - sum(lam_i * m_i * g_i)`` is at least 
 intervals alone (each monomial of R between its atoms' bounds; :meth:`Facts.mono_hi`).
 Every ``m_i * g_i`` is non-negative, so ``d >= R >= need``: a Positivstellensatz-style
 certificate (Handelman's products of linear facts).  The products are those that cancel a
-monomial left negative, transitively (at most MAX_PRODUCTS); the weights come from a linear
-program solved in floating point by HiGHS (PyPI ``highspy``, dual simplex, one thread, an
-iteration limit: the same answer on every machine), rounded to rationals and checked here
-exactly, so a "yes" does not rest on the solver.  The exact check asks ``R > need - 1``: ``d``
-has integer coefficients over integer atoms, so ``d > need - 1`` is ``d >= need``, and the
-margin absorbs the floating point's rounding.  Where HiGHS's weights fail the exact check the
-same program goes to Z3 over linear real arithmetic (exact, within a resource limit).  HiGHS
-saying "infeasible" is "not shown" (never "false").
+monomial left negative, transitively (at most MAX_PRODUCTS); the weights come from Z3 over
+linear real arithmetic (a linear program) within a resource limit, and the certificate is
+then checked here in exact rationals, so a "yes" does not rest on the solver.
 
 Example (dK's bounds in bwd_hd128_bf16_a16_rtne, BHSD): the store's offset
 ``256*seqlen_k*(batch_id*nhead_q + head_id) + 49152*kv_tile + lane offset (<= 13296)``, wrapped
@@ -33,8 +28,6 @@ import heapq
 from fractions import Fraction
 from typing import Dict, List, Optional, Tuple
 
-import highspy
-import numpy as np
 import z3
 
 from addrsim.ir import poly as P
@@ -44,20 +37,7 @@ MAX_PRODUCTS = 400
 """Products of a fact by a monomial tried per certificate (the dK BSHD example needs about 15 of the 400 its search makes)."""
 
 CERT_RU = 2_000_000
-"""Resource units of the linear program per certificate (Z3's rlimit where Z3 solves it)."""
-
-ITER_RU = 1000
-"""Resource units charged per simplex iteration of HiGHS: Z3's charge for the same programs
-over HiGHS's iterations, measured on the README kernel's K and dV checks (482 programs: Z3
-190 M units, HiGHS 22,250 iterations, 2026-12-05), so a check's budget is shared between its
-stages as it was with Z3.  At 1000 units an iteration the undecided K and V BSHD bounds checks
-spent what the certificates left in Z3's nonlinear stages, which spend fewer units per second
-(20 s became 47-62 s each); at 520 units a nonzero of the program (Z3's mean per nonzero) the
-large programs cost more than Z3 charged and K and V BHSD bounds ran out of their check budget."""
-
-BIG = 1e12
-"""Monomial bounds past this are left out of the floating-point program (a residual that
-must be paid at such a bound cannot be; the exact check still uses the real bounds)."""
+"""Resource units of the linear program (Z3 linear real arithmetic) per certificate."""
 
 
 def _quotient(mu: P.Mono, nu: P.Mono) -> Optional[P.Mono]:
@@ -190,85 +170,9 @@ def _program(d: P.Poly, prods: List[P.Poly], monos, rng, need: int) -> str:
     return "\n".join(out)
 
 
-def _highs_weights(d: P.Poly, prods: List[P.Poly], monos, rng, need: int,
-                   iterations: int) -> Tuple[Optional[List[Fraction]], int]:
-    """(weights ``lam_i`` rounded to rationals, or None where HiGHS finds none within
-    ``iterations`` simplex iterations; the iterations taken).  The program: columns ``x_i >= 0`` (``lam_i`` times the product's largest
-    coefficient: every column scaled to 1), and per monomial ``m`` of the rest its residual
-    ``r_m = d_m - sum(lam_i * p_i[m])`` split ``rp_m - rn_m`` (both >= 0) whose interval
-    lower bound ``lo*rp - hi*rn`` is summed with the constant to at least ``need - 1/2``;
-    the objective is the sum of the weights (a small vertex)."""
-    n, nonc = len(prods), [m for m in monos if m != ()]
-    k = len(nonc)
-    scale = [float(max(abs(c) for c in p.values())) for p in prods]
-    inf = highspy.kHighsInf
-    h = highspy._core._Highs()          # the bare class: its constructor prints no banner
-    for opt, val in (("output_flag", False), ("threads", 1), ("simplex_iteration_limit", iterations),
-                     ("presolve", "on"), ("random_seed", 0)):
-        h.setOptionValue(opt, val)
-    upper = [inf] * (n + k) + [0.0 if rng[m][1] > BIG else inf for m in nonc]
-    h.addVars(n + 2 * k, np.zeros(n + 2 * k), np.array(upper))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.ones(n))
-    lo_r, hi_r, start, idx, val = [], [], [], [], []
-    for j, m in enumerate(nonc):              # rp_j - rn_j + sum(p_i[m] * x_i / s_i) == d_m
-        start.append(len(idx))
-        for i, p in enumerate(prods):
-            if m in p:
-                idx.append(i)
-                val.append(float(p[m]) / scale[i])
-        idx += [n + j, n + k + j]
-        val += [1.0, -1.0]
-        lo_r.append(float(d.get(m, 0)))
-        hi_r.append(float(d.get(m, 0)))
-    start.append(len(idx))                    # - sum(p_i[()] x_i / s_i) + sum(lo rp - hi rn) >= need - d_0 - 1/2
-    for i, p in enumerate(prods):
-        if () in p:
-            idx.append(i)
-            val.append(-float(p[()]) / scale[i])
-    for j, m in enumerate(nonc):
-        lo, hi = rng[m]
-        if lo:
-            idx.append(n + j)
-            val.append(float(min(lo, BIG)))
-        if hi <= BIG:
-            idx.append(n + k + j)
-            val.append(-float(hi))
-    lo_r.append(float(need - d.get((), 0)) - 0.5)
-    hi_r.append(inf)
-    h.addRows(len(lo_r), np.array(lo_r), np.array(hi_r), len(idx), np.array(start, dtype=np.int32),
-              np.array(idx, dtype=np.int32), np.array(val))
-    h.run()
-    its = int(h.getInfo().simplex_iteration_count)
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None, its
-    x = h.getSolution().col_value[:n]
-    return [Fraction(v / s).limit_denominator(1 << 24) if v > 0 else Fraction(0) for v, s in zip(x, scale)], its
-
-
-def _z3_weights(d: P.Poly, prods: List[P.Poly], monos, rng, need: int, rlimit: int) -> Tuple[Optional[List[Fraction]], int]:
-    """(exact weights from Z3 over linear real arithmetic, or None; resource units)."""
-    ctx = z3.Context()
-    s = z3.SolverFor("QF_LRA", ctx=ctx)
-    s.set("ctrl_c", False)               # SIGINT is the CLI's, never a canceled answer
-    s.set("rlimit", int(rlimit))
-    s.set("timeout", SAFETY_MS)
-    s.add(z3.parse_smt2_string(_program(d, prods, monos, rng, need), ctx=ctx))
-    ans = s.check()
-    used = _rlimit_count(s)
-    if ans != z3.sat:
-        return None, used
-    mdl = s.model()
-    vals = []
-    for i in range(len(prods)):
-        x = mdl.eval(z3.Real(f"l{i}", ctx), model_completion=True)
-        vals.append(Fraction(x.numerator_as_long(), x.denominator_as_long()))
-    return vals, used
-
-
 def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool, int]:
     """(``d >= need`` in every model of the facts is shown, resource units spent).  False
-    means "not shown", never "false".  HiGHS first (``rlimit // ITER_RU`` iterations, ITER_RU
-    units each), Z3 within what is left only where HiGHS's rounded weights fail the exact check."""
+    means "not shown", never "false"."""
     if F.bound(d)[0] >= need:
         return True, 0
     prods = products(F, d)
@@ -276,12 +180,19 @@ def certify(F: P.Facts, d: P.Poly, need: int, rlimit: int = None) -> Tuple[bool,
         return False, 0
     monos = sorted(set(d).union(*prods), key=repr)
     rng = _ranges(F, monos)
-    budget = int(rlimit or CERT_RU)
-    lam, its = _highs_weights(d, prods, monos, rng, need, max(1, budget // ITER_RU))
-    used = min(budget, max(1, its) * ITER_RU)
-    if lam is None:
+    ctx = z3.Context()
+    s = z3.SolverFor("QF_LRA", ctx=ctx)
+    s.set("ctrl_c", False)               # SIGINT is the CLI's, never a canceled answer
+    s.set("rlimit", int(rlimit or CERT_RU))
+    s.set("timeout", SAFETY_MS)
+    s.add(z3.parse_smt2_string(_program(d, prods, monos, rng, need), ctx=ctx))
+    ans = s.check()
+    used = _rlimit_count(s)
+    if ans != z3.sat:
         return False, used
-    if _rest_lower(d, prods, lam, rng) > need - 1:
-        return True, used
-    lam, more = _z3_weights(d, prods, monos, rng, need, max(1, budget - used))
-    return lam is not None and _rest_lower(d, prods, lam, rng) > need - 1, used + more
+    mdl = s.model()
+    vals = []
+    for i in range(len(prods)):
+        x = mdl.eval(z3.Real(f"l{i}", ctx), model_completion=True)
+        vals.append(Fraction(x.numerator_as_long(), x.denominator_as_long()))
+    return _rest_lower(d, prods, vals, rng) >= need, used
