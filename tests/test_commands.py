@@ -181,3 +181,14 @@ def test_scan_names_the_output_it_cannot_write(kernels, capsys):
                  "--layout", "bhsd", "--sarif", "/dev/full"])
     err = capsys.readouterr().err
     assert code == 3 and "/dev/full: cannot write" in err and "None" not in err
+
+
+def test_check_given_twice_checks_both_properties():
+    """``--check bounds --check address`` is both (the last one alone was kept, silently)."""
+    from addrsim.commands.common import Parser, add_common
+    p = Parser(prog="t")
+    add_common(p, "address")
+    assert p.parse_args([]).check == ["address"]
+    assert p.parse_args(["--check", "bounds"]).check == ["bounds"]
+    assert p.parse_args(["--check", "bounds", "--check", "address"]).check == ["bounds", "address"]
+    assert p.parse_args(["--check", "bounds,address", "--check", "bounds"]).check == ["bounds", "address"]

@@ -61,6 +61,17 @@ def props_arg(text: str):
     return out
 
 
+class _MergedProps(argparse.Action):
+    """``--check`` given more than once: the union of the lists, in the order first named
+    (``--check bounds --check address`` checks both; each occurrence once replaced the last)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = getattr(namespace, "_check_given", False)
+        have = list(getattr(namespace, self.dest)) if seen else []
+        setattr(namespace, self.dest, have + [v for v in values if v not in have])
+        namespace._check_given = True
+
+
 def add_common(sp, checks_default: str):
     """Options of verify, scan and diff for the properties, the arithmetic, device memory,
     the query cache and solver hygiene."""
@@ -68,7 +79,7 @@ def add_common(sp, checks_default: str):
                     help="the query cache: decided queries and replays, kept between runs and shared by "
                          "workers (default $ADDRSIM_CACHE/queries, i.e. ~/.cache/addrsim/queries)")
     sp.add_argument("--no-cache", action="store_true", help="decide every query again (no query cache)")
-    sp.add_argument("--check", type=props_arg, default=props_arg(checks_default), metavar="PROPS",
+    sp.add_argument("--check", type=props_arg, default=props_arg(checks_default), metavar="PROPS", action=_MergedProps,
                     help="properties, comma-separated: address (slice bases against the model), bounds (every "
                          f"checked access inside its allocation and the V#'s num_records); default {checks_default}")
     sp.add_argument("--arith", choices=("bv", "int"), default="bv",
