@@ -372,3 +372,22 @@ def test_scan_folds_a_root_cause_its_sibling_kernels_share():
     assert text.count("32-bit wrap at 0x2b4c") == 1 and "in 4 kernel(s): gfx942/bwd_hd128_rtne.co" in text
     assert "boundary (bhsd): seqlen_q*(batch - 1) >= 2**24" in text
     assert "in 1 kernel(s): gfx942/bwd_hd128_fp16.co" in text and "root causes (2, each once" in text
+
+
+@pytest.mark.parametrize("instruction, wide", [
+    ("s_mul_i32 s60, s2, s60", "s_mul_hi_u32 sHI, s2, s60 before s_mul_i32 s60, s2, s60 (which overwrites s60)"),
+    ("s_mul_i32 s7, s2, s60", "s_mul_i32 s7, s2, s60 then s_mul_hi_u32 sHI, s2, s60"),
+    ("s_lshl_b32 s4, s5, 8", "s_lshl_b64 s[4:5], s[5:6], 8 (the high word of s[5:6] zero)"),
+    ("v_mul_lo_u32 v3, s5, v2", "v_mad_u64_u32 v[3:4], s[N:N+1], s5, v2, 0 (full 32-bit operands, 64-bit result)"),
+    ("v_mad_u32_u24 v1, v2, s3, v4", "v_mad_u64_u32 v[1:2], s[N:N+1], v2, s3, v4 (full 32-bit operands, 64-bit result)"),
+    ("v_lshlrev_b32_e32 v4, 2, v5", "v_lshlrev_b64 v[4:5], 2, v[5:6] (the high word of v[5:6] zero)"),
+    ("s_mov_b32 s1, s2", ""),
+])
+def test_a_wrap_fix_names_the_64_bit_form_of_its_instruction(instruction, wide):
+    """Issue 40 item 5: the fix of a wrap names the 64-bit form of the instruction that wraps,
+    with its own operands (the README kernel's dK/dV wrap is ``s_mul_i32 s60, s2, s60`` at 0x2c34:
+    its high half must be taken before s60 is overwritten)."""
+    from addrsim.report.causes import _wrap_fix, wide_form
+    assert wide_form(instruction) == wide
+    if wide:
+        assert wide in _wrap_fix(instruction)

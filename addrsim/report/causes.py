@@ -382,22 +382,77 @@ def _factored(text: str) -> str:
 
 
 def _wrap_fix(instruction: str) -> str:
-    """The fix of a 32-bit wrap by the instruction that wraps (examples/q_*_u64.s)."""
+    """The fix of a 32-bit wrap by the instruction that wraps: its 64-bit form with this
+    instruction's own operands (:func:`wide_form`), then where the result goes
+    (examples/q_batch_u64.s, examples/q_slice_u64.s).  Opcode facts: AMD CDNA3 ISA guide,
+    sections 4 (SALU: s_mul_hi_u32, s_addc_u32, s_lshl_b64) and 7 (VALU: v_mad_u64_u32,
+    v_addc_co_u32, v_lshlrev_b64)."""
     op = instruction.split(" ", 1)[0]
+    wide = wide_form(instruction)
+    form = f"{wide}; " if wide else ""
     if "_i24" in op or "_u24" in op:
         return (f"{op} reads only bits 23:0 of each operand ({'signed' if '_i24' in op else 'unsigned'}): "
-                "multiply with v_mul_lo_u32 (full 32-bit operands), or keep the operand below 2**23 "
-                "(a host limit on the stride)")
+                f"{form}or keep the operand below 2**23 (a host limit on the stride)")
     if op.startswith("s_mul"):
-        return ("keep the product in 64 bits: s_mul_hi_u32 for the high half, s_add_u32/s_addc_u32 into the "
-                "V# base (examples/q_batch_u64.s, examples/q_slice_u64.s)")
-    if op.startswith("s_add") or op.startswith("s_sub"):
-        return ("carry into the high word: s_addc_u32 (s_subb_u32) on the 64-bit base, not a 32-bit sum "
-                "(examples/q_slice_u64.s)")
+        return (f"keep the product in 64 bits: {form}then s_add_u32/s_addc_u32 of the pair into the V# base "
+                "(examples/q_batch_u64.s, examples/q_slice_u64.s)")
+    if op.startswith("s_add") or op.startswith("s_sub") or op.startswith("s_lshl"):
+        return f"carry into the high word: {form}on the 64-bit base, not a 32-bit sum (examples/q_slice_u64.s)"
     if op.startswith("v_"):
-        return ("move the (batch, head) slice offset into the 64-bit V# base (s_add_u32/s_addc_u32), so the "
-                "32-bit VGPR offset holds only the offset inside the slice")
+        return (f"{form}or move the (batch, head) slice offset into the 64-bit V# base (s_add_u32/s_addc_u32), "
+                "so the 32-bit VGPR offset holds only the offset inside the slice")
     return "compute the offset in 64 bits (examples/q_slice_u64.s)"
+
+
+def _operands(instruction: str) -> List[str]:
+    parts = instruction.split(None, 1)
+    return [o.strip() for o in parts[1].split(",")] if len(parts) > 1 else []
+
+
+def _pair(reg: str) -> str:
+    """``s60`` -> ``s[60:61]``; a register already a pair, or not a register, unchanged with
+    ``:hi`` marking the high word the programmer supplies."""
+    m = re.fullmatch(r"([sv])(\d+)", reg)
+    return f"{m.group(1)}[{m.group(2)}:{int(m.group(2)) + 1}]" if m else f"{reg}:{reg}_hi"
+
+
+def wide_form(instruction: str) -> str:
+    """The 64-bit form of a wrapping 32-bit instruction, written with its operands (``sHI``,
+    ``vHI``: a free register for the high word; ``D[n:n+1]``: the destination widened to a
+    pair whose high register must be free).  "" for an instruction without one here.
+
+    - ``s_mul_i32 D, A, B``: add ``s_mul_hi_u32 sHI, A, B`` (the high 32 bits of the unsigned
+      product), before it when ``D`` is ``A`` or ``B``.
+    - ``s_add_u32 D, A, B``: add ``s_addc_u32 sHI, A_hi, B_hi`` (SCC carries).
+    - ``s_lshl_b32 D, A, k``: ``s_lshl_b64 D[..], A[..], k``.
+    - ``v_mul_lo_u32``, ``v_mul_u32_u24``, ``v_mad_u32_u24 D, A, B[, C]``: ``v_mad_u64_u32 D[..], s[..], A, B, C`` (0 without C).
+    - ``v_add_u32``, ``v_add_co_u32 D, A, B``: ``v_add_co_u32 D, vcc, A, B`` then ``v_addc_co_u32 vHI, vcc, A_hi, B_hi, vcc``.
+    - ``v_lshlrev_b32 D, k, A``: ``v_lshlrev_b64 D[..], k, A[..]``."""
+    op = re.sub(r"_e(32|64)$", "", instruction.split(" ", 1)[0])
+    ops = _operands(instruction)
+    if len(ops) < 3:
+        return ""
+    d, a, b = ops[0], ops[1], ops[2]
+    if op in ("s_mul_i32", "s_mul_u32"):
+        hi = f"s_mul_hi_u32 sHI, {a}, {b}"
+        if d in (a, b):     # the low product overwrites an operand: the high half first
+            return f"{hi} before {instruction} (which overwrites {d})"
+        return f"{instruction} then {hi}"
+    if op in ("s_add_u32", "s_add_i32"):
+        return f"s_add_u32 {d}, {a}, {b} then s_addc_u32 sHI, (high word of {a}), (high word of {b}, or 0)"
+    if op in ("s_lshl_b32",):
+        return f"s_lshl_b64 {_pair(d)}, {_pair(a)}, {b} (the high word of {_pair(a)} zero)"
+    if op in ("v_mul_lo_u32", "v_mul_u32_u24", "v_mad_u32_u24", "v_mul_i32_i24", "v_mad_i32_i24"):
+        c = ops[3] if len(ops) > 3 and op.startswith("v_mad") else "0"
+        mad = "v_mad_i64_i32" if "_i" in op.split("_", 2)[2] else "v_mad_u64_u32"
+        return f"{mad} {_pair(d)}, s[N:N+1], {a}, {b}, {c} (full 32-bit operands, 64-bit result)"
+    if op in ("v_add_u32", "v_add_co_u32"):
+        srcs = ops[-2:]
+        return (f"v_add_co_u32 {d}, vcc, {srcs[0]}, {srcs[1]} then v_addc_co_u32 vHI, vcc, 0, 0, vcc "
+                f"(or the operands' high words)")
+    if op == "v_lshlrev_b32":
+        return f"v_lshlrev_b64 {_pair(d)}, {a}, {_pair(b)} (the high word of {_pair(b)} zero)"
+    return ""
 
 
 def summary_line(kernel: dict, causes: Optional[List[dict]] = None) -> str:
