@@ -14,8 +14,6 @@ import sys
 ROWS = [
     ("whole check() calls", "prove/check.py", "check"),
     ("positivity certificates", "backends/positivity.py", "certify"),
-    ("  of it HiGHS", "backends/positivity.py", "_highs_weights"),
-    ("  of it Z3 linear programs", "backends/positivity.py", "_z3_weights"),
     ("Z3 checks (all)", "z3/z3core.py", "Z3_solver_check_assumptions"),
     ("Bitwuzla", "backends/bitwuzla_run.py", "check"),
     ("concrete probe", "prove/probe.py", "probe"),
