@@ -66,10 +66,9 @@ class _MergedProps(argparse.Action):
     (``--check bounds --check address`` checks both; each occurrence once replaced the last)."""
 
     def __call__(self, parser, namespace, values, option_string=None):
-        seen = getattr(namespace, "_check_given", False)
-        have = list(getattr(namespace, self.dest)) if seen else []
+        now = getattr(namespace, self.dest)
+        have = [] if now is self.default else list(now)        # the first --check replaces the default
         setattr(namespace, self.dest, have + [v for v in values if v not in have])
-        namespace._check_given = True
 
 
 def add_common(sp, checks_default: str):
@@ -284,9 +283,31 @@ def evidence_files(path, like, ms) -> List[Path]:
     return [d / n for d in folders for n in names]
 
 
-def files_kept(rep: dict) -> bool:
+def _files_kept(rep: dict) -> bool:
     """Every SMT-LIB2 file a stored report names (an undecided obligation) is still there."""
     return all(Path(p).exists() for p in _SMT_PATH.findall(json.dumps(rep)))
 
 
 _SMT_PATH = re.compile(r"obligation written to ([^)\"]+\.smt2)")
+
+
+def _repathed(rep: dict, path: str) -> dict:
+    """A stored report with its file named ``path`` (a wheel member's extracted path changes
+    each run), marked cached."""
+    old = {k.get("file") for k in rep["kernels"]} - {None, path}
+    if old:
+        text = json.dumps(rep)
+        for o in old:
+            text = text.replace(json.dumps(o)[1:-1], json.dumps(path)[1:-1])
+        rep = json.loads(text)
+    return dict(rep, kernels=[dict(k, cached=True) for k in rep["kernels"]])
+
+
+def stored_report(cache, key: Optional[str], path) -> Optional[dict]:
+    """The report an earlier run stored under ``key`` (:func:`report_key`), its file named
+    ``path`` and each kernel marked cached; None when there is none or an SMT-LIB2 file it
+    names is gone."""
+    hit = cache.get(key) if key is not None else None
+    if hit is None or not _files_kept(hit[1]):
+        return None
+    return _repathed(hit[1], str(path))

@@ -36,7 +36,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, EXIT_LATENT, exit_status
-from addrsim.commands.common import (files_kept as _files_kept, report_key, EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
+from addrsim.commands.common import (report_key, stored_report, EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      cache_dir_of, check_outputs, smt_dir)
 from addrsim.errors import EXIT_INTERNAL, EXIT_UNKNOWN, AddrsimError, unknown_name
 from addrsim.files import atomic_open
@@ -234,12 +234,12 @@ def _scan_one(path, buffers, layouts):
     like = opts.pop("likes", {}).get(path)
     label = opts.pop("origins", {}).get(path, path)
     key = report_key(path, like, buffers, layouts, w["ms"], w["bounds"], w["budgets"], opts, label)
-    hit = w["cache"].get(key) if key is not None else None
+    hit = stored_report(w["cache"], key, path)
     rejected = getattr(w["cache"], "rejected", 0)
-    if hit is not None and _files_kept(hit[1]):
+    if hit is not None:
         # an earlier run's report of the same bytes, models and settings (its times are that
         # run's); a wheel member was extracted to another temporary folder then
-        return dict(_repathed(hit[1], path), cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
+        return dict(hit, cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
     try:
         rep = verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
                      like=like, require_buffers=False, **w["budgets"], **opts)
@@ -251,18 +251,6 @@ def _scan_one(path, buffers, layouts):
     if key is not None:
         w["cache"][key] = ("report", rep)
     return dict(rep, cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
-
-
-def _repathed(rep: dict, path: str) -> dict:
-    """A stored report with its file named ``path`` (a wheel member's extracted path changes
-    each run), marked cached."""
-    old = {k.get("file") for k in rep["kernels"]} - {None, path}
-    if old:
-        text = json.dumps(rep)
-        for o in old:
-            text = text.replace(json.dumps(o)[1:-1], json.dumps(path)[1:-1])
-        rep = json.loads(text)
-    return dict(rep, kernels=[dict(k, cached=True) for k in rep["kernels"]])
 
 
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),

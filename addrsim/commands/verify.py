@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from addrsim.commands.common import (files_kept, report_key, EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
+from addrsim.commands.common import (report_key, stored_report, EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      check_outputs, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
@@ -103,12 +103,12 @@ def _verified(f, args, models, cache, bar) -> dict:
     settings = {"command": "verify", "arith": args.arith, "memory_gib": args.memory_gib, "smt_dir": smt_dir(args),
                 "properties": list(args.check), "host": args.host, "routed": args.routed}
     key = report_key(f, args.like, buffers, layouts, models, bounds_of(args), budgets_of(args), settings)
-    hit = cache.get(key) if key is not None else None
-    if hit is not None and files_kept(hit[1]):
+    hit = stored_report(cache, key, f)
+    if hit is not None:
         if not args.quiet:
             sys.stderr.write(f"addrsim: {f}: report read from the query cache (same code object, models and "
                              "settings; --no-cache decides again)\n")
-        return dict(hit[1], kernels=[dict(k, cached=True) for k in hit[1]["kernels"]])
+        return hit
     rep = verify(f, buffers, layouts, models=models, bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
                  memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check, like=args.like,
                  host=args.host, routed=args.routed, progress=bar, cache=cache, jobs=args.jobs)

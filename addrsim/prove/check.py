@@ -411,8 +411,9 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
 
 
 def _by_claim(proved) -> Dict[bytes, List[frozenset]]:
+    """``proved_cases`` (claim digest, condition digests) grouped by claim digest."""
     out: Dict[bytes, List[frozenset]] = {}
-    for dk, cs in sorted(proved, key=lambda p: (p[0], sorted(p[1]))):
+    for dk, cs in proved:
         out.setdefault(dk, []).append(cs)
     return out
 

@@ -410,10 +410,10 @@ def _operands(instruction: str) -> List[str]:
 
 
 def _pair(reg: str) -> str:
-    """``s60`` -> ``s[60:61]``; a register already a pair, or not a register, unchanged with
-    ``:hi`` marking the high word the programmer supplies."""
+    """``s60`` -> ``s[60:61]`` (the register and the next one); anything else (a pair already,
+    a constant) unchanged."""
     m = re.fullmatch(r"([sv])(\d+)", reg)
-    return f"{m.group(1)}[{m.group(2)}:{int(m.group(2)) + 1}]" if m else f"{reg}:{reg}_hi"
+    return f"{m.group(1)}[{m.group(2)}:{int(m.group(2)) + 1}]" if m else reg
 
 
 def wide_form(instruction: str) -> str:
