@@ -163,17 +163,19 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
     t0 = time.time()
     sub, ex = _explored(k, src, ms)
     explore_s = time.time() - t0
-    checks = []
     items = [(prop, lay, b) for prop in properties for lay in layouts for b, _ in kbufs]
-    if jobs > 1 and len(items) > 1:
-        checks = _checks_in_workers(path, like, k.symbol, ms, items, opts, cache, routed, jobs, tick)
+    tasks = chains(items, ms, k)
+    if jobs > 1 and len(tasks) > 1:
+        checks = _checks_in_workers(path, like, k.symbol, ms, items, tasks, opts, cache, routed, jobs, tick)
     else:
-        for prop, lay, b in items:
-            c = _one_check(sub, ex, b, lay, prop, opts, cache, routed)
-            tick(k.symbol, c)
-            checks.append(check_json(c, src.lines))
-            if checks_out is not None:
-                checks_out.append((k.symbol, c))
+        done = {}
+        for task in tasks:
+            for n, c in _chain(sub, ex, task, items, opts, cache, routed):
+                tick(k.symbol, c)
+                done[n] = c
+        checks = [check_json(done[n], src.lines) for n in range(len(items))]
+        if checks_out is not None:
+            checks_out.extend((k.symbol, done[n]) for n in range(len(items)))
     limits, prob = [], None
     for lay in layouts:
         prob = build_problem(ms, k, lay, Sym("tid_x", 32, "lane"), opts.bounds, src.co.arch, opts.memory_gib)
@@ -198,18 +200,19 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
 _WORKER: dict = {}
 
 
-def _checks_in_workers(path, like, symbol, ms, items, opts, cache, routed, jobs, tick) -> List[dict]:
+def _checks_in_workers(path, like, symbol, ms, items, tasks, opts, cache, routed, jobs, tick) -> List[dict]:
     """The JSON of each check of ``items`` ((property, layout, buffer)), in that order,
-    decided by ``jobs`` worker processes (:func:`verify`'s ``jobs``)."""
+    decided by ``jobs`` worker processes (:func:`verify`'s ``jobs``), one chain of ``tasks``
+    (:func:`chains`) a worker task."""
     store = getattr(cache, "path", None)
     out: List[Optional[dict]] = [None] * len(items)
-    with ProcessPoolExecutor(max_workers=min(jobs, len(items)), initializer=_init_worker,
+    with ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), initializer=_init_worker,
                              initargs=(str(path), like and str(like), ms, opts, store, routed)) as pool:
-        futs = {pool.submit(_worker_check, symbol, *it): n for n, it in enumerate(items)}
+        futs = [pool.submit(_worker_chain, symbol, task, items) for task in tasks]
         for fut in as_completed(futs):
-            js, c = fut.result()
-            out[futs[fut]] = js
-            tick(symbol, c)
+            for n, js, c in fut.result():
+                out[n] = js
+                tick(symbol, c)
     return out
 
 
@@ -220,16 +223,57 @@ def _init_worker(path, like, ms, opts, store, routed):
                    cache=open_store(Path(store).parent if store is not None else None))
 
 
-def _worker_check(symbol, prop, lay, b):
-    """One check in a worker: (its JSON, a Check with its buffer, layout, property and
-    verdict for the progress callback)."""
+def _worker_chain(symbol, task, items):
+    """One chain in a worker: (item index, its JSON, a Check with its buffer, layout,
+    property and verdict for the progress callback) per check of ``items`` it holds."""
     w = _WORKER
     src = w["src"]
     if symbol not in w["subjects"]:
         w["subjects"][symbol] = _explored(next(k for k in src.co.kernels if k.symbol == symbol), src, w["ms"])
     sub, ex = w["subjects"][symbol]
-    c = _one_check(sub, ex, b, lay, prop, w["opts"], w["cache"], w["routed"])
-    return check_json(c, src.lines), Check(c.buffer, c.layout, c.verdict, prop=c.prop)
+    return [(n, check_json(c, src.lines), Check(c.buffer, c.layout, c.verdict, prop=c.prop))
+            for n, c in _chain(sub, ex, task, items, w["opts"], w["cache"], w["routed"])]
+
+
+def chains(items, ms: ModelSet, kernel) -> List[List[tuple]]:
+    """``items`` ((property, layout, buffer)) as chains of checks run in order in one process:
+    a buffer whose model names another as ``like`` (V like K, dV like dK, D like LSE) follows
+    that buffer's check of the same property and layout, and reuses its decisions
+    (:func:`addrsim.prove.check.check`'s ``proved`` and ``refuted``).  The other buffer is
+    checked even when it was not asked for (its report is not shown, ``None`` as index), so a
+    buffer's verdict does not depend on which buffers were selected.  Each chain is a list of
+    (item index or None, property, layout, buffer), its first entry the one the others reuse."""
+    groups: Dict[tuple, list] = {}
+    for n, (prop, lay, b) in enumerate(items):
+        root = donor(ms, kernel, b) or b
+        g = groups.setdefault((prop, lay, root), [None])
+        if b == root:
+            g[0] = n
+        else:
+            g.append((n, prop, lay, b))
+    return [[(g[0], prop, lay, root)] + g[1:] for (prop, lay, root), g in groups.items()]
+
+
+def donor(ms: ModelSet, kernel, buffer: str) -> Optional[str]:
+    """The buffer whose decisions ``buffer``'s checks reuse: its model's ``like`` when that is
+    another buffer of ``kernel`` (a pointer argument of its own) with no ``like`` of its own."""
+    d = (ms.buffers.get(buffer) or {}).get("like")
+    if not d or d == buffer or (ms.buffers.get(d) or {}).get("like") or buffer_pointer(ms, kernel, d) is None:
+        return None
+    return d
+
+
+def _chain(sub, ex, task, items, opts, cache, routed):
+    """(item index, settled Check) of each shown check of ``task``, in order."""
+    first = None
+    out = []
+    for n, prop, lay, b in task:
+        c = _one_check(sub, ex, b, lay, prop, opts, cache, routed, first)
+        if first is None:
+            first = (frozenset(c.proved_cases), tuple(c.refuted_cases))
+        if n is not None:
+            out.append((n, c))
+    return out
 
 
 def _explored(k, src, ms):
@@ -241,18 +285,19 @@ def _explored(k, src, ms):
     return sub, explore(sub.code, m, lambda a: pointers_in(a.base), set())
 
 
-def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed) -> Check:
+def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed, donor=None) -> Check:
     """The settled check of one (buffer, layout, property): the kernel's verdict with a
-    witness, its routing per host entry point, and with ``routed`` the routed verdict.  An
-    engine failure is an internal error (raised: exit 4 with its message), never a verdict
+    witness, its routing per host entry point, and with ``routed`` the routed verdict.
+    ``donor``: (proved_cases, refuted_cases) of another buffer's check to reuse (:func:`chains`).
+    An engine failure is an internal error (raised: exit 4 with its message), never a verdict
     and never an "unknown"."""
-    proved = frozenset()
+    proved, refuted = donor or (frozenset(), ())
 
     def run(entry):
-        c = check(sub, ex, b, lay, opts, cache, prop, routed=entry, proved=proved)
+        c = check(sub, ex, b, lay, opts, cache, prop, routed=entry, proved=proved, refuted=refuted)
         return settle(c, *witness_tools(sub, c, opts, cache), cache=cache)
     c = run(None)
-    proved = frozenset(c.proved_cases)        # a routed domain is a subset of the kernel's
+    proved = proved | frozenset(c.proved_cases)        # a routed domain is a subset of the kernel's
     if b == "lse" and prop == "address" and c.problem is not None:
         c.rows = rows_read(sub, ex, buffer_pointer(sub.ms, sub.kernel, b), c.problem)
     c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None, cache)

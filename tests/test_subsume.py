@@ -60,6 +60,7 @@ def test_a_record_with_a_condition_the_query_lacks_is_decided_again(tmp_path, mo
     sub, ex = _kernel("lsed_three_paths", tmp_path)
     first = C.check(sub, ex, "lse", "bhsd")
     extra = X.digest(X.ult(X.Sym("seqlen_q", 64, "shape"), X.Const(7, 64)))
+    assert first.proved_cases
     forged = frozenset((dk, cs | {extra}) for dk, cs in first.proved_cases)
     calls = _counting(monkeypatch)
     again = C.check(sub, ex, "lse", "bhsd", proved=forged)
@@ -74,8 +75,7 @@ def test_a_wrong_kernel_is_refuted_whatever_proofs_of_other_claims_are_passed(tm
     plain = C.check(sub, ex, "lse", "sbhd")
     assert plain.verdict == "counterexample"
     extra = X.digest(X.ult(X.Sym("batch", 64, "shape"), X.Const(2, 64)))
-    own = {(X.digest(claim), frozenset(X.digest(c) for c in conds) | {extra})
-           for _, conds, claim, _, _ in plain.cases}
+    own = {(dk, cs | {extra}) for _, dk, cs in (C.fingerprint(claim, conds) for _, conds, claim, _, _ in plain.cases)}
     again = C.check(sub, ex, "lse", "sbhd", proved=frozenset(bhsd.proved_cases) | frozenset(own))
     assert again.verdict == "counterexample"
     assert again.counterexample.shape == plain.counterexample.shape
@@ -96,3 +96,82 @@ def test_the_routed_verdicts_are_those_of_a_rerun_without_the_records(tmp_path, 
     real = api.check
     monkeypatch.setattr(api, "check", lambda *a, proved=frozenset(), **kw: real(*a, **kw))
     assert routing() == with_records
+
+
+# ----------------------------------------------------------------------------- across buffers
+
+def _records(c):
+    return frozenset(c.proved_cases), tuple(c.refuted_cases)
+
+
+@pytest.mark.parametrize("name,layout,verdict", [("lsed_bas_shortcut", "bhsd", "proved"),
+                                                 ("lsed_bas_shortcut", "sbhd", "counterexample")])
+def test_d_takes_lse_decisions_of_the_same_claim_and_asks_nothing(tmp_path, monkeypatch, name, layout, verdict):
+    """D is addressed like LSE (the same claim in LSE's names, the same conditions): after LSE's
+    check, D's is decided without a query, with the verdict, shape and coordinates D's own
+    queries give."""
+    sub, ex = _kernel(name, tmp_path)
+    alone = C.check(sub, ex, "d", layout)
+    lse = C.check(sub, ex, "lse", layout)
+    calls = _counting(monkeypatch)
+    d = C.check(sub, ex, "d", layout, proved=_records(lse)[0], refuted=_records(lse)[1])
+    assert alone.verdict == d.verdict == verdict and calls == []
+    if verdict == "counterexample":
+        assert lse.refuted_cases and d.counterexample.minimal
+        assert (d.counterexample.shape, d.counterexample.coords) == (alone.counterexample.shape, alone.counterexample.coords)
+
+
+def test_a_carried_model_that_breaks_a_condition_is_not_taken(tmp_path):
+    """A record of LSE's counterexample whose model fails one of D's conditions (batch 0 is
+    outside the domain) is no counterexample of D: D decides the query itself."""
+    sub, ex = _kernel("lsed_bas_shortcut", tmp_path)
+    lse = C.check(sub, ex, "lse", "sbhd")
+    forged = tuple((dk, cs, dict(m, batch=0)) for dk, cs, m in lse.refuted_cases)
+    d = C.check(sub, ex, "d", "sbhd", refuted=forged)
+    assert d.verdict == "counterexample" and d.spent_ru > 0
+    assert d.counterexample.shape["batch"] >= 1
+
+
+def test_a_carried_model_that_does_not_break_the_claim_cannot_refute_a_correct_kernel(tmp_path, monkeypatch):
+    """lsed_bas_shortcut is right in BHSD: forged records pairing each of LSE's claims with a
+    model that meets every condition of D's query (a shape in the domain, workgroup (1, 1)) are
+    checked by evaluation and dropped: D stays proved."""
+    sub, ex = _kernel("lsed_bas_shortcut", tmp_path)
+    lse = C.check(sub, ex, "lse", "bhsd")
+    shape = {"batch": 2, "nhead_q": 2, "nhead_k": 2, "seqlen_q": 64, "seqlen_k": 64, "hdim_q": 128, "hdim_v": 128,
+             "total_q": 128, "total_k": 128, "batch_id": 1, "head_id": 1, "kv_tile": 0, "tid_x": 0, "Lse": 1 << 20}
+    forged = []
+    for t, conds, claim, _, _ in lse.cases:
+        assert C.violates(conds, X.bnot(claim), shape)           # the model meets the conditions
+        names, dk, cs = C.fingerprint(claim, conds)
+        forged.append((dk, cs, X.rename_model(shape, names)))
+    seen = []
+    real = C.violates
+    monkeypatch.setattr(C, "violates", lambda *a, **kw: seen.append(1) or real(*a, **kw))
+    d = C.check(sub, ex, "d", "bhsd", refuted=tuple(forged))
+    assert d.verdict == "proved" and seen           # each record was evaluated, and dropped
+
+
+def test_chains_run_the_donor_first_even_when_it_was_not_asked_for(tmp_path):
+    """V like K: V's check follows K's of the same property and layout; V alone still runs K's
+    check first (unshown), so V's verdict does not depend on the selection."""
+    import addrsim.api as api
+    from addrsim.model.models import load_models
+    co = codeobj.load(build("lsed_three_paths", tmp_path))
+    ms = load_models([MODEL])
+    k = co.kernels[0]
+    assert api.donor(ms, k, "d") == "lse" and api.donor(ms, k, "lse") is None
+    both = api.chains([("address", "bhsd", "lse"), ("address", "bhsd", "d"), ("bounds", "bhsd", "d")], ms, k)
+    assert both == [[(0, "address", "bhsd", "lse"), (1, "address", "bhsd", "d")],
+                    [(None, "bounds", "bhsd", "lse"), (2, "bounds", "bhsd", "d")]]
+
+
+@pytest.mark.parametrize("layout", ["bhsd", "sbhd"])
+def test_a_buffers_report_is_the_same_whether_or_not_its_donor_was_selected(tmp_path, layout):
+    import addrsim.api as api
+    co = build("lsed_bas_shortcut", tmp_path)
+
+    def d_check(buffers):
+        rep = api.verify(co, buffers=buffers, layouts=[layout], model_files=[MODEL], properties=["address", "bounds"])
+        return [{k: v for k, v in c.items() if k != "time_s"} for c in rep["kernels"][0]["checks"] if c["buffer"] == "d"]
+    assert d_check(["d"]) == d_check(["lse", "d"])

@@ -127,6 +127,7 @@ def _load_buffers(ms, sec, f):
         for key in ("extent", "group_extent", "slice", "reach"):
             _need(key not in v or isinstance(v[key], (str, int)), f, f"buffers.{k}.{key} must be an expression")
         _need("tile" not in v or _is_tile(v["tile"]), f, f"buffers.{k}.tile must map {', '.join(TILE)} to expressions")
+        _need("like" not in v or isinstance(v["like"], str), f, f"buffers.{k}.like must name a buffer")
         ms.buffers[k] = dict(v, ptr=ptr)
         ms.origin[f"buffers.{k}"] = str(f)
 

@@ -70,16 +70,33 @@ class _Ctx:
     spent: int = 0      # resource units charged to this check (the same in every run)
     cones: dict = field(default_factory=dict)   # cone sub-queries decided by this check's loop obligations
     known: dict = field(default_factory=dict)   # claim digest -> condition-digest sets it was proved under (wider domain)
+    refuted: dict = field(default_factory=dict)  # claim digest -> [(condition digests, model)] at a proven minimum
 
-    def subsumed(self, dk: bytes, conds: List[Expr]) -> bool:
-        """Was the claim of digest ``dk`` proved under a subset of ``conds``?"""
-        if dk not in self.known:
-            return False
-        have = {X.digest(c) for c in conds}
-        return any(s <= have for s in self.known[dk])
+    def subsumed(self, fp) -> bool:
+        """Was the claim of fingerprint ``fp`` (:func:`fingerprint`) proved under a subset of
+        its conditions?"""
+        return any(s <= fp[2] for s in self.known.get(fp[1], ()))
 
-    def proved_under(self, dk: bytes, conds: List[Expr]) -> None:
-        self.res.proved_cases.add((dk, frozenset(X.digest(c) for c in conds)))
+    def proved_under(self, fp) -> None:
+        self.res.proved_cases.add(fp[1:])
+
+    def carried(self, fp, conds: List[Expr], claim: Expr) -> Optional[dict]:
+        """A proven-minimal counterexample of the same claim under a subset of ``conds``
+        (another buffer's, :func:`check`'s ``refuted``), in this query's names, when it
+        satisfies every one of ``conds`` and breaks the claim by evaluation: then it is this
+        query's least counterexample too (its failing set is a subset of the other's)."""
+        back = {c: n for n, c in fp[0].items()}
+        need = {s for e in conds + [claim] for s in X.symbols(e)}
+        keep = kept_wraps(conds + [claim]) if self.opts.arith == "int" else None
+        for cs, model in self.refuted.get(fp[1], ()):
+            m = X.rename_model(model, back)
+            if (cs <= fp[2] and all(s in m or s + "[]" in m for s in need)
+                    and violates(conds, claim, m, keep)):
+                return m
+        return None
+
+    def refuted_under(self, fp, model: dict) -> None:
+        self.res.refuted_cases.append((fp[1], fp[2], X.rename_model(model, fp[0])))
 
     def out_of_budget(self) -> bool:
         return self.spent >= self.opts.check_ru
@@ -103,7 +120,7 @@ class _Ctx:
 
 def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options = Options(),
           cache: Optional[dict] = None, prop: str = "address", routed: Optional[str] = None,
-          proved: frozenset = frozenset()) -> Check:
+          proved: frozenset = frozenset(), refuted: tuple = ()) -> Check:
     """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
 
     ``prop`` "address" (the module docstring's claim) or "bounds": every access of the
@@ -120,7 +137,10 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     of this check decided on a wider domain (the kernel's, before a routed rerun): a claim proved
     there under a subset of a query's conditions is proved here without a query (more
     hypotheses, the same conclusion; no units charged, so the rerun's budget is the same in
-    every run).  A "proved" from here is not
+    every run), here or for another buffer whose claim has the same :func:`fingerprint` (V's
+    check after K's).  ``refuted``: ``refuted_cases`` of such a check, each a proven-minimal
+    counterexample; a query with the same claim and a superset of its conditions takes it
+    without a query when it satisfies them (:meth:`_Ctx.carried`).  A "proved" from here is not
     final: the caller (:func:`addrsim.prove.domain.settle`) asks for a witness, or makes it
     "unreachable".  Raises InputError for a model that does not describe the kernel."""
     t0 = time.time()
@@ -129,7 +149,7 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     res = Check(buffer, layout, Verdict.UNKNOWN, arith=opts.arith, prop=prop, problem=prob,
                 expected=prob.expected_text.get(buffer, ""))
     ctx = _Ctx(sub, ex, buffer, layout, buffer_pointer(sub.ms, sub.kernel, buffer), prob, opts, cache, prop, res,
-               t0, known=_by_claim(proved))
+               t0, known=_by_claim(proved), refuted=_by_claim(refuted))
     setup = _setup(ctx)
     if isinstance(setup, Check):
         return setup
@@ -377,7 +397,8 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
     shared: Dict[bytes, bool] = {}        # claim digest -> proved on the domain alone
     for t, conds, claim, a, a00, dk in cases:
         res.cases.append((t, conds, claim, a, a00))
-        if ctx.subsumed(dk, conds):
+        fp = fingerprint(claim, conds)
+        if ctx.subsumed(fp):
             continue
         if repeats[dk] >= SHARED_CLAIM_MIN and not ctx.out_of_budget():
             if dk not in shared:
@@ -390,6 +411,9 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         seen_keys.add(key)
         smt = lambda: Query(conds, claim, ranges, opts.query_ru, opts.arith).smt2()  # noqa: E731  # in this query's names
         hit = ctx.cached(key)
+        carried = ctx.carried(fp, conds, claim) if hit is None else None
+        if carried is not None:        # not cached: the key names decide_query's own answer
+            hit = ("refuted", stored(carried), None, True, None, 0)
         if hit is None:
             if ctx.out_of_budget():
                 why = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
@@ -402,20 +426,36 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         model = asked(model)
         ctx.spent += used
         if verdict == "proved":
-            ctx.proved_under(dk, conds)
+            ctx.proved_under(fp)
             continue
         if verdict == "unknown":
             return Verdict.UNKNOWN, why + _dump(ctx, smt)
+        if minimal:
+            ctx.refuted_under(fp, model)
         return _counterexample(ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges)
     return None
 
 
-def _by_claim(proved) -> Dict[bytes, List[frozenset]]:
-    """``proved_cases`` (claim digest, condition digests) grouped by claim digest."""
-    out: Dict[bytes, List[frozenset]] = {}
-    for dk, cs in proved:
-        out.setdefault(dk, []).append(cs)
+def _by_claim(cases) -> Dict[bytes, list]:
+    """``proved_cases`` (claim digest, condition digests) or ``refuted_cases`` (claim digest,
+    condition digests, model) grouped by claim digest: the rest of each entry, in order."""
+    out: Dict[bytes, list] = {}
+    for c in cases:
+        out.setdefault(c[0], []).append(c[1] if len(c) == 2 else c[1:])
     return out
+
+
+def fingerprint(claim: Expr, conds: List[Expr]):
+    """(names, claim digest, frozenset of condition digests) of a query, for reuse across
+    buffers and domains (:meth:`_Ctx.subsumed`, :meth:`_Ctx.carried`).  ``names`` renames the
+    claim's pointer, opaque and loop-carried symbols canonically
+    (:func:`addrsim.ir.expr.canonical_names`; no other name has ``#`` or ``@L``), in the claim and
+    the conditions alike: a bijection of the query's symbols, so a proof of one query is a proof
+    of every query with the same fingerprint (V's claim in K's names), and the symbols of the
+    conditions alone keep the names the kernel's exploration gave them."""
+    names = X.canonical_names([claim])
+    memo: dict = {}
+    return names, X.digest(claim, memo, names), frozenset(X.digest(c, memo, names) for c in conds)
 
 
 def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
@@ -474,7 +514,7 @@ def _proved_on_domain(ctx: _Ctx, claim: Expr, expected: Expr, ranges) -> bool:
         hit = ctx.keep(key, (proved, used), wall)
     ctx.spent += hit[1]
     if hit[0]:
-        ctx.proved_under(X.digest(claim), conds)
+        ctx.proved_under(fingerprint(claim, conds))
     return hit[0]
 
 

@@ -144,6 +144,7 @@ class Check:
     rows: Optional[dict] = None       # LSE address: the slice offsets the kernel reads at a small shape (differential.rows_read)
     spent_ru: int = 0                 # resource units the check's queries charged (the same in every run)
     proved_cases: set = field(default_factory=set)   # (claim digest, frozenset of condition digests) proved (prove.check)
+    refuted_cases: list = field(default_factory=list)  # (claim digest, condition digests, model) refuted at a proven minimum
 
 
 def counterexample(prob, model: Mapping[str, int], kernargs: Dict[str, int], extracted: int, expected: int,
