@@ -29,7 +29,7 @@ from addrsim.prove.machines import initial_machine
 from addrsim.prove.options import Options, validate
 from addrsim.prove.replay import Subject, limit_tools, witness_tools
 from addrsim.prove.targets import pointers_in
-from addrsim.prove.verdict import Check, Verdict
+from addrsim.prove.verdict import Check, Records, Verdict
 from addrsim.report.causes import root_causes, summary_line
 from addrsim.report.json import check_json
 
@@ -269,8 +269,7 @@ def _chain(sub, ex, task, items, opts, cache, routed):
     out = []
     for n, prop, lay, b in task:
         c = _one_check(sub, ex, b, lay, prop, opts, cache, routed, first)
-        if first is None:
-            first = (frozenset(c.proved_cases), tuple(c.refuted_cases))
+        first = first or c
         if n is not None:
             out.append((n, c))
     return out
@@ -285,22 +284,31 @@ def _explored(k, src, ms):
     return sub, explore(sub.code, m, lambda a: pointers_in(a.base), set())
 
 
-def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed, donor=None) -> Check:
+def _one_check(sub: Subject, ex, b, lay, prop, opts, cache, routed, donor: Optional[Check] = None) -> Check:
     """The settled check of one (buffer, layout, property): the kernel's verdict with a
     witness, its routing per host entry point, and with ``routed`` the routed verdict.
-    ``donor``: (proved_cases, refuted_cases) of another buffer's check to reuse (:func:`chains`).
-    An engine failure is an internal error (raised: exit 4 with its message), never a verdict
-    and never an "unknown"."""
-    proved, refuted = donor or (frozenset(), ())
+    ``donor``: another buffer's settled check of the same property and layout whose records
+    this one reuses (:func:`chains`), its routed reruns' for the same entry point's.  An engine
+    failure is an internal error (raised: exit 4 with its message), never a verdict and never
+    an "unknown"."""
+    known = donor.records() if donor is not None else Records()
+    own = Records()
 
     def run(entry):
-        c = check(sub, ex, b, lay, opts, cache, prop, routed=entry, proved=proved, refuted=refuted)
+        rec = known
+        if entry is not None:
+            rec = rec.plus(own).plus(donor.routed_records.get(entry, Records()) if donor else Records())
+        c = check(sub, ex, b, lay, opts, cache, prop, routed=entry, known=rec)
+        if entry is not None:
+            runs[entry] = c.records()
         return settle(c, *witness_tools(sub, c, opts, cache), cache=cache)
+    runs: Dict[str, Records] = {}
     c = run(None)
-    proved = proved | frozenset(c.proved_cases)        # a routed domain is a subset of the kernel's
+    own = Records(frozenset(c.proved_cases))        # a routed domain is a subset of the kernel's
     if b == "lse" and prop == "address" and c.problem is not None:
         c.rows = rows_read(sub, ex, buffer_pointer(sub.ms, sub.kernel, b), c.problem)
     c.routing = route(c, run, witness_tools(sub, c, opts, cache)[0] if c.problem is not None else None, cache)
+    c.routed_records = runs
     return _as_routed(c, run) if routed else c
 
 

@@ -19,6 +19,7 @@ from addrsim.prove import check as C
 from addrsim.prove.machines import initial_machine
 from addrsim.prove.replay import Subject
 from addrsim.prove.targets import pointers_in
+from addrsim.prove.verdict import Records
 
 from test_examples import MODEL, build
 
@@ -51,7 +52,7 @@ def test_claims_proved_on_the_kernels_domain_answer_the_same_conditions_without_
     first = C.check(sub, ex, "lse", "bhsd")
     assert first.verdict == "proved" and first.proved_cases and calls
     n = len(calls)
-    again = C.check(sub, ex, "lse", "bhsd", proved=frozenset(first.proved_cases))
+    again = C.check(sub, ex, "lse", "bhsd", known=Records(frozenset(first.proved_cases)))
     assert again.verdict == "proved" and len(calls) == n          # no query asked
 
 
@@ -63,7 +64,7 @@ def test_a_record_with_a_condition_the_query_lacks_is_decided_again(tmp_path, mo
     assert first.proved_cases
     forged = frozenset((dk, cs | {extra}) for dk, cs in first.proved_cases)
     calls = _counting(monkeypatch)
-    again = C.check(sub, ex, "lse", "bhsd", proved=forged)
+    again = C.check(sub, ex, "lse", "bhsd", known=Records(forged))
     assert again.verdict == "proved" and calls
 
 
@@ -76,7 +77,7 @@ def test_a_wrong_kernel_is_refuted_whatever_proofs_of_other_claims_are_passed(tm
     assert plain.verdict == "counterexample"
     extra = X.digest(X.ult(X.Sym("batch", 64, "shape"), X.Const(2, 64)))
     own = {(dk, cs | {extra}) for _, dk, cs in (C.fingerprint(claim, conds) for _, conds, claim, _, _ in plain.cases)}
-    again = C.check(sub, ex, "lse", "sbhd", proved=frozenset(bhsd.proved_cases) | frozenset(own))
+    again = C.check(sub, ex, "lse", "sbhd", known=Records(frozenset(bhsd.proved_cases) | frozenset(own)))
     assert again.verdict == "counterexample"
     assert again.counterexample.shape == plain.counterexample.shape
 
@@ -94,15 +95,11 @@ def test_the_routed_verdicts_are_those_of_a_rerun_without_the_records(tmp_path, 
                 for c in rep["kernels"][0]["checks"]]
     with_records = routing()
     real = api.check
-    monkeypatch.setattr(api, "check", lambda *a, proved=frozenset(), **kw: real(*a, **kw))
+    monkeypatch.setattr(api, "check", lambda *a, known=None, **kw: real(*a, **kw))
     assert routing() == with_records
 
 
 # ----------------------------------------------------------------------------- across buffers
-
-def _records(c):
-    return frozenset(c.proved_cases), tuple(c.refuted_cases)
-
 
 @pytest.mark.parametrize("name,layout,verdict", [("lsed_bas_shortcut", "bhsd", "proved"),
                                                  ("lsed_bas_shortcut", "sbhd", "counterexample")])
@@ -114,7 +111,7 @@ def test_d_takes_lse_decisions_of_the_same_claim_and_asks_nothing(tmp_path, monk
     alone = C.check(sub, ex, "d", layout)
     lse = C.check(sub, ex, "lse", layout)
     calls = _counting(monkeypatch)
-    d = C.check(sub, ex, "d", layout, proved=_records(lse)[0], refuted=_records(lse)[1])
+    d = C.check(sub, ex, "d", layout, known=lse.records())
     assert alone.verdict == d.verdict == verdict and calls == []
     if verdict == "counterexample":
         assert lse.refuted_cases and d.counterexample.minimal
@@ -127,7 +124,7 @@ def test_a_carried_model_that_breaks_a_condition_is_not_taken(tmp_path):
     sub, ex = _kernel("lsed_bas_shortcut", tmp_path)
     lse = C.check(sub, ex, "lse", "sbhd")
     forged = tuple((dk, cs, dict(m, batch=0)) for dk, cs, m in lse.refuted_cases)
-    d = C.check(sub, ex, "d", "sbhd", refuted=forged)
+    d = C.check(sub, ex, "d", "sbhd", known=Records(refuted=forged))
     assert d.verdict == "counterexample" and d.spent_ru > 0
     assert d.counterexample.shape["batch"] >= 1
 
@@ -148,7 +145,7 @@ def test_a_carried_model_that_does_not_break_the_claim_cannot_refute_a_correct_k
     seen = []
     real = C.violates
     monkeypatch.setattr(C, "violates", lambda *a, **kw: seen.append(1) or real(*a, **kw))
-    d = C.check(sub, ex, "d", "bhsd", refuted=tuple(forged))
+    d = C.check(sub, ex, "d", "bhsd", known=Records(refuted=tuple(forged)))
     assert d.verdict == "proved" and seen           # each record was evaluated, and dropped
 
 
@@ -175,3 +172,20 @@ def test_a_buffers_report_is_the_same_whether_or_not_its_donor_was_selected(tmp_
         rep = api.verify(co, buffers=buffers, layouts=[layout], model_files=[MODEL], properties=["address", "bounds"])
         return [{k: v for k, v in c.items() if k != "time_s"} for c in rep["kernels"][0]["checks"] if c["buffer"] == "d"]
     assert d_check(["d"]) == d_check(["lse", "d"])
+
+
+def test_where_the_donor_stopped_unknown_the_follower_stops_too_and_never_proves(tmp_path, monkeypatch):
+    """A record that LSE's check stopped undecided at a claim makes D's check of the same claim
+    (a superset of the conditions) unknown with that reason, without a query; one with a
+    condition D's query lacks is ignored (D is proved)."""
+    sub, ex = _kernel("lsed_bas_shortcut", tmp_path)
+    lse = C.check(sub, ex, "lse", "bhsd")
+    fps = [C.fingerprint(claim, conds) for _, conds, claim, _, _ in lse.cases]
+    left = tuple((dk, cs, "lse bhsd address: query budget spent") for _, dk, cs in fps)
+    calls = _counting(monkeypatch)
+    d = C.check(sub, ex, "d", "bhsd", known=Records(undecided=left))
+    assert d.verdict == "unknown" and "query budget spent" in d.reason and calls == []
+    assert [why for _, _, why in d.undecided_cases] == ["lse bhsd address: query budget spent"]
+    extra = X.digest(X.ult(X.Sym("batch", 64, "shape"), X.Const(2, 64)))
+    d = C.check(sub, ex, "d", "bhsd", known=Records(undecided=tuple((dk, cs | {extra}, why) for dk, cs, why in left)))
+    assert d.verdict == "proved"

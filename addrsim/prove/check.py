@@ -47,7 +47,7 @@ from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexam
 from addrsim.prove.coverage import Fault, coverage
 from addrsim.prove.standin import StandIn, stand_in
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
-from addrsim.prove.verdict import Cause, Check, ReplayFailure, Verdict, counterexample
+from addrsim.prove.verdict import Cause, Check, Records, ReplayFailure, Verdict, counterexample
 from addrsim.prove.wraps import last_workgroup, wrap_sites
 
 
@@ -71,6 +71,7 @@ class _Ctx:
     cones: dict = field(default_factory=dict)   # cone sub-queries decided by this check's loop obligations
     known: dict = field(default_factory=dict)   # claim digest -> condition-digest sets it was proved under (wider domain)
     refuted: dict = field(default_factory=dict)  # claim digest -> [(condition digests, model)] at a proven minimum
+    left: dict = field(default_factory=dict)     # claim digest -> [(condition digests, why)] where another check stopped
 
     def subsumed(self, fp) -> bool:
         """Was the claim of fingerprint ``fp`` (:func:`fingerprint`) proved under a subset of
@@ -98,6 +99,26 @@ class _Ctx:
     def refuted_under(self, fp, model: dict) -> None:
         self.res.refuted_cases.append((fp[1], fp[2], X.rename_model(model, fp[0])))
 
+    def left_by(self, fp) -> Optional[str]:
+        """Why another check (the donor's, :func:`check`'s ``known``) stopped unknown at this
+        claim under a subset of these conditions, or None."""
+        return next((why for cs, why in self.left.get(fp[1], ()) if cs <= fp[2]), None)
+
+    def stopped_at(self, fp, why: str, inherited: bool = False) -> None:
+        where = "" if inherited else f"{self.buffer} {self.layout} {self.prop}: "
+        self.res.undecided_cases.append((fp[1], fp[2], where + why))
+
+    def reused(self, fp, conds: List[Expr], claim: Expr):
+        """("proved", None), ("refuted", model in this query's names) or ("unknown", why) from
+        the records of ``known``, in that order, else None (this check decides the query)."""
+        if self.subsumed(fp):
+            return "proved", None
+        m = self.carried(fp, conds, claim)
+        if m is not None:
+            return "refuted", m
+        why = self.left_by(fp)
+        return ("unknown", why) if why is not None else None
+
     def out_of_budget(self) -> bool:
         return self.spent >= self.opts.check_ru
 
@@ -120,7 +141,7 @@ class _Ctx:
 
 def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options = Options(),
           cache: Optional[dict] = None, prop: str = "address", routed: Optional[str] = None,
-          proved: frozenset = frozenset(), refuted: tuple = ()) -> Check:
+          known: Records = Records()) -> Check:
     """Verdict for ``buffer`` in ``layout`` (see the module docstring for the claim).
 
     ``prop`` "address" (the module docstring's claim) or "bounds": every access of the
@@ -133,14 +154,14 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     same claim.  ``cache`` (optional, shared across calls) maps a structural hash of each
     query to its decision, so identical address computations in sibling kernels are decided
     once.  ``routed``: the host entry point whose routing joins the domain (None: the kernel's
-    own domain, :data:`addrsim.model.models.KERNEL_LAYERS`).  ``proved``: the ``proved_cases``
-    of this check decided on a wider domain (the kernel's, before a routed rerun): a claim proved
-    there under a subset of a query's conditions is proved here without a query (more
-    hypotheses, the same conclusion; no units charged, so the rerun's budget is the same in
-    every run), here or for another buffer whose claim has the same :func:`fingerprint` (V's
-    check after K's).  ``refuted``: ``refuted_cases`` of such a check, each a proven-minimal
-    counterexample; a query with the same claim and a superset of its conditions takes it
-    without a query when it satisfies them (:meth:`_Ctx.carried`).  A "proved" from here is not
+    own domain, :data:`addrsim.model.models.KERNEL_LAYERS`).  ``known``: the Records of checks
+    decided before this one, of this buffer on a wider domain (the kernel's, before a routed
+    rerun) or of another buffer whose claims have the same :func:`fingerprint` (V's check
+    after K's): a claim proved there under a subset of a query's conditions is proved here
+    without a query (more hypotheses, the same conclusion); a proven-minimal counterexample of
+    the same claim is this query's when it meets its conditions (:meth:`_Ctx.carried`); where
+    that check stopped unknown, this one stops too, with its reason.  Records are read before
+    the query cache and charge no units, so the answer is the same in every run.  A "proved" from here is not
     final: the caller (:func:`addrsim.prove.domain.settle`) asks for a witness, or makes it
     "unreachable".  Raises InputError for a model that does not describe the kernel."""
     t0 = time.time()
@@ -149,7 +170,7 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
     res = Check(buffer, layout, Verdict.UNKNOWN, arith=opts.arith, prop=prop, problem=prob,
                 expected=prob.expected_text.get(buffer, ""))
     ctx = _Ctx(sub, ex, buffer, layout, buffer_pointer(sub.ms, sub.kernel, buffer), prob, opts, cache, prop, res,
-               t0, known=_by_claim(proved), refuted=_by_claim(refuted))
+               t0, known=_by_claim(known.proved), refuted=_by_claim(known.refuted), left=_by_claim(known.undecided))
     setup = _setup(ctx)
     if isinstance(setup, Check):
         return setup
@@ -398,9 +419,10 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
     for t, conds, claim, a, a00, dk in cases:
         res.cases.append((t, conds, claim, a, a00))
         fp = fingerprint(claim, conds)
-        if ctx.subsumed(fp):
+        reuse = ctx.reused(fp, conds, claim)     # before the cache: the same answer in every run
+        if reuse is not None and reuse[0] == "proved":
             continue
-        if repeats[dk] >= SHARED_CLAIM_MIN and not ctx.out_of_budget():
+        if reuse is None and repeats[dk] >= SHARED_CLAIM_MIN and not ctx.out_of_budget():
             if dk not in shared:
                 shared[dk] = _proved_on_domain(ctx, claim, expected, ranges)
             if shared[dk]:
@@ -410,14 +432,17 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
             continue
         seen_keys.add(key)
         smt = lambda: Query(conds, claim, ranges, opts.query_ru, opts.arith).smt2()  # noqa: E731  # in this query's names
-        hit = ctx.cached(key)
-        carried = ctx.carried(fp, conds, claim) if hit is None else None
-        if carried is not None:        # not cached: the key names decide_query's own answer
-            hit = ("refuted", stored(carried), None, True, None, 0)
+        if reuse is not None and reuse[0] == "unknown":
+            why = f"left undecided, as in a check of the same claim under fewer conditions ({reuse[1]})"
+            ctx.stopped_at(fp, reuse[1], inherited=True)
+            return Verdict.UNKNOWN, why + _dump(ctx, smt)
+        # a carried counterexample is not cached: the key names decide_query's own answer
+        hit = ("refuted", stored(reuse[1]), None, True, None, 0) if reuse is not None else ctx.cached(key)
         if hit is None:
             if ctx.out_of_budget():
                 why = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
                        f"({len(seen_keys) - 1} of {len(tg)} queries done)")
+                ctx.stopped_at(fp, why)
                 return Verdict.UNKNOWN, why + _dump(ctx, smt)
             v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru,
                                                     opts.arith)
@@ -429,6 +454,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
             ctx.proved_under(fp)
             continue
         if verdict == "unknown":
+            ctx.stopped_at(fp, why)
             return Verdict.UNKNOWN, why + _dump(ctx, smt)
         if minimal:
             ctx.refuted_under(fp, model)

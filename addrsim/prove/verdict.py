@@ -145,6 +145,27 @@ class Check:
     spent_ru: int = 0                 # resource units the check's queries charged (the same in every run)
     proved_cases: set = field(default_factory=set)   # (claim digest, frozenset of condition digests) proved (prove.check)
     refuted_cases: list = field(default_factory=list)  # (claim digest, condition digests, model) refuted at a proven minimum
+    undecided_cases: list = field(default_factory=list)  # (claim digest, condition digests, reason) where it stopped unknown
+    routed_records: dict = field(default_factory=dict)   # host entry point -> Records of its routed rerun (api)
+
+    def records(self) -> "Records":
+        return Records(frozenset(self.proved_cases), tuple(self.refuted_cases), tuple(self.undecided_cases))
+
+
+@dataclass(frozen=True)
+class Records:
+    """What checks decided, by claim fingerprint (addrsim.prove.check.fingerprint), for another
+    check with the same claims under more conditions to reuse (prove.check.check's ``known``):
+    ``proved`` (claim digest, frozenset of condition digests); ``refuted`` (claim digest,
+    condition digests, a proven-minimal model in canonical names); ``undecided`` (claim digest,
+    condition digests, why the check stopped unknown there)."""
+
+    proved: frozenset = frozenset()
+    refuted: tuple = ()
+    undecided: tuple = ()
+
+    def plus(self, other: "Records") -> "Records":
+        return Records(self.proved | other.proved, self.refuted + other.refuted, self.undecided + other.undecided)
 
 
 def counterexample(prob, model: Mapping[str, int], kernargs: Dict[str, int], extracted: int, expected: int,
