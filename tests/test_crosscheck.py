@@ -304,7 +304,7 @@ def test_repro_blocked_reference_equals_autograd(sq, sk, causal):
     """The script's blocked reference (blocks of 3 rows here) gives autograd's fp32 gradients."""
     import torch
     text = script("_ZN5aiter4kE", "k.co", "lse", "bshd", README_CEX)
-    src = text[text.index("def ref_slice"):text.index("# the fp32 reference on the slices")]
+    src = text[text.index("def ref_stats"):text.index("# the fp32 reference on the slices")]
     ns = {"torch": torch, "BLOCK": 3}
     exec(src, ns)     # the script's own function, as the user runs it
     g = torch.Generator().manual_seed(1)

@@ -62,6 +62,64 @@ def bench_command(shape: Dict[str, int], layout: str, dtype: str, atomic32: bool
             f"-v3_bf16_cvt={cvt} -kname=1 -v=1")
 
 
+#: the fp32 reference of the scripts (plain text, inserted into theirs)
+REF = '''def ref_stats(qs, ks, vs, dos, scale, causal, block=BLOCK):
+    """fp32 LSE (natural log) and D = rowsum(dO * O) of one (batch, head) slice ([rows, hdim]
+    tensors), blocked over key rows: never more than block x block scores at a time."""
+    sq, sk = qs.shape[0], ks.shape[0]
+    kw = {"device": qs.device, "dtype": qs.dtype}
+    lse = torch.empty(sq, **kw)
+    o = torch.zeros(sq, vs.shape[1], **kw)
+    for i in range(0, sq, block):
+        n = min(block, sq - i)
+        m = torch.full((n,), float("-inf"), **kw)
+        l = torch.zeros(n, **kw)
+        acc = torch.zeros(n, vs.shape[1], **kw)
+        for j in range(0, sk, block):
+            s = scores(qs, ks, scale, causal, i, j, block)
+            mn = torch.maximum(m, s.max(dim=1).values)
+            safe = torch.where(torch.isinf(mn), torch.zeros_like(mn), mn)
+            p = torch.exp(s - safe[:, None])
+            f = torch.exp(m - safe)
+            l = l * f + p.sum(dim=1)
+            acc = acc * f[:, None] + p @ vs[j:j + block]
+            m = mn
+        lse[i:i + n] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("inf")))
+        o[i:i + n] = acc / torch.clamp(l, min=1e-30)[:, None]
+    return lse, (dos * o).sum(dim=1)
+
+
+def scores(qs, ks, scale, causal, i, j, block=BLOCK):
+    """Scaled scores of query rows i.. and key rows j.. (a block of each); under the causal
+    mask key c is hidden from query r when c > r + (sk - sq)."""
+    s = scale * (qs[i:i + block] @ ks[j:j + block].T)
+    if causal:
+        sq, sk = qs.shape[0], ks.shape[0]
+        r = torch.arange(i, i + s.shape[0], device=s.device)[:, None]
+        c = torch.arange(j, j + s.shape[1], device=s.device)[None, :]
+        s = s.masked_fill(c > r + (sk - sq), float("-inf"))
+    return s
+
+
+def ref_slice(qs, ks, vs, dos, scale, causal, block=BLOCK):
+    """fp32 dQ, dK, dV of one (batch, head) slice ([rows, hdim] each), blocked over query and
+    key rows: never more than block x block scores at a time (two passes: the row statistics
+    of the softmax, then the gradients)."""
+    sq, sk = qs.shape[0], ks.shape[0]
+    lse, dd = ref_stats(qs, ks, vs, dos, scale, causal, block)
+    dq, dk, dv = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
+    for i in range(0, sq, block):
+        for j in range(0, sk, block):
+            p = torch.exp(scores(qs, ks, scale, causal, i, j, block) - lse[i:i + block, None])
+            ds = p * (dos[i:i + block] @ vs[j:j + block].T - dd[i:i + block, None])
+            dq[i:i + block] += scale * (ds @ ks[j:j + block])
+            dk[j:j + block] += scale * (ds.T @ qs[i:i + block])
+            dv[j:j + block] += p.T @ dos[i:i + block]
+    return dq, dk, dv
+
+
+'''
+
 #: the script after its header: the case, aiter's call, the fp32 reference per (batch, head) slice
 _BODY = '''import torch
 import aiter
@@ -106,52 +164,7 @@ print(f"tensors at this shape: {{MEMORY_GIB:.2f}} GiB (addrsim's model of the fa
       f"about {{REF_MIB:.0f}} MiB (one slice at a time, {{BLOCK}} x {{BLOCK}} fp32 scores)")
 
 
-def ref_slice(qs, ks, vs, dos, scale, causal, block=BLOCK):
-    """fp32 dQ, dK, dV of one (batch, head) slice ([rows, hdim] each), blocked over query and
-    key rows: never more than block x block scores at a time (two passes: the row statistics
-    of the softmax, then the gradients)."""
-    sq, sk = qs.shape[0], ks.shape[0]
-    kw = {{"device": qs.device, "dtype": qs.dtype}}
-    lse = torch.empty(sq, **kw)
-    o = torch.zeros(sq, vs.shape[1], **kw)
-
-    def scores(i, j):
-        s = scale * (qs[i:i + block] @ ks[j:j + block].T)
-        if causal:      # key c is hidden from query r when c > r + (sk - sq)
-            r = torch.arange(i, i + s.shape[0], device=s.device)[:, None]
-            c = torch.arange(j, j + s.shape[1], device=s.device)[None, :]
-            s = s.masked_fill(c > r + (sk - sq), float("-inf"))
-        return s
-
-    for i in range(0, sq, block):
-        n = min(block, sq - i)
-        m = torch.full((n,), float("-inf"), **kw)
-        l = torch.zeros(n, **kw)
-        acc = torch.zeros(n, vs.shape[1], **kw)
-        for j in range(0, sk, block):
-            s = scores(i, j)
-            mn = torch.maximum(m, s.max(dim=1).values)
-            safe = torch.where(torch.isinf(mn), torch.zeros_like(mn), mn)
-            p = torch.exp(s - safe[:, None])
-            f = torch.exp(m - safe)
-            l = l * f + p.sum(dim=1)
-            acc = acc * f[:, None] + p @ vs[j:j + block]
-            m = mn
-        lse[i:i + n] = torch.where(l > 0, m + torch.log(l), torch.full_like(l, float("inf")))
-        o[i:i + n] = acc / torch.clamp(l, min=1e-30)[:, None]
-    dd = (dos * o).sum(dim=1)
-    dq, dk, dv = torch.zeros_like(qs), torch.zeros_like(ks), torch.zeros_like(vs)
-    for i in range(0, sq, block):
-        for j in range(0, sk, block):
-            p = torch.exp(scores(i, j) - lse[i:i + block, None])
-            ds = p * (dos[i:i + block] @ vs[j:j + block].T - dd[i:i + block, None])
-            dq[i:i + block] += scale * (ds @ ks[j:j + block])
-            dk[j:j + block] += scale * (ds.T @ qs[i:i + block])
-            dv[j:j + block] += p.T @ dos[i:i + block]
-    return dq, dk, dv
-
-
-# the fp32 reference on the slices that matter only: the counterexample's and a control
+{ref}# the fp32 reference on the slices that matter only: the counterexample's and a control
 worst = {{"dq": 0.0, "dk": 0.0, "dv": 0.0}}
 peak = {{"dq": 0.0, "dk": 0.0, "dv": 0.0}}
 wrong = []
@@ -179,6 +192,135 @@ if wrong:
 else:
     print("PASS")
 '''
+
+
+#: the --direct script after its header and the launch's constants: pack, place, launch, judge
+_DIRECT_BODY = '''
+
+def pack_kernargs(addresses):
+    """The kernarg segment: each KERNARGS entry's value, or the address of the tensor it
+    names, little-endian at its offset."""
+    buf = bytearray(KERNARG_SIZE)
+    for _, off, size, val in KERNARGS:
+        v = addresses[val] if isinstance(val, str) else val
+        buf[off:off + size] = (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+    return bytes(buf)
+
+
+# ---- the device part: PyTorch for the tensors and the reference, HIP's module API for the launch
+import ctypes
+import torch
+
+DT = {{"bf16": torch.bfloat16, "fp16": torch.float16, "f32": torch.float32}}
+gen = torch.Generator().manual_seed(0)
+
+
+def alloc(name, random=False):
+    """TENSORS[name] on the device with the layout's strides, zeroed or standard normal."""
+    dims, strides, dt = TENSORS[name]
+    size = 1 + sum((n - 1) * st for n, st in zip(dims, strides))
+    t = torch.zeros(size, dtype=DT[dt], device="cuda").as_strided(dims, strides)
+    if random:
+        t.copy_(torch.randn(*dims, generator=gen).to(DT[dt]))
+    return t
+
+
+{ref}
+q, k, v, do = (alloc(n, random=True) for n in ("q", "k", "v", "do"))
+lse, dd = alloc("lse"), alloc("d")
+ratio = HQ // HK
+for bi in range(B):            # LSE and D of every slice: what the host's forward pass and odo kernel give
+    for hi in range(HQ):
+        lse[bi, hi], dd[bi, hi] = ref_stats(q[bi, hi].float(), k[bi, hi // ratio].float(),
+                                            v[bi, hi // ratio].float(), do[bi, hi].float(), SCALE, CAUSAL)
+dk, dv, dq = alloc("dk"), alloc("dv"), alloc("dq" if DQ == "direct" else "dq_acc")
+tensors = {{"q": q, "k": k, "v": v, "do": do, "lse": lse, "d": dd, "dk": dk, "dv": dv, "dq": dq, "dq_acc": dq}}
+args = ctypes.create_string_buffer(pack_kernargs({{n: t.data_ptr() for n, t in tensors.items()}}), KERNARG_SIZE)
+size = ctypes.c_size_t(KERNARG_SIZE)
+hip = ctypes.CDLL("libamdhip64.so")
+hip.hipModuleLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
+
+
+def ok(err, what):
+    if err != 0:
+        raise SystemExit(f"{{what}} failed: hipError_t {{err}}")
+
+
+module, fn = ctypes.c_void_p(), ctypes.c_void_p()
+ok(hip.hipModuleLoad(ctypes.byref(module), CODE_OBJECT.encode()), "hipModuleLoad")
+ok(hip.hipModuleGetFunction(ctypes.byref(fn), module, SYMBOL.encode()), "hipModuleGetFunction")
+# HIP_LAUNCH_PARAM_BUFFER_POINTER (1), the segment, HIP_LAUNCH_PARAM_BUFFER_SIZE (2), its size, HIP_LAUNCH_PARAM_END (3)
+extra = (ctypes.c_void_p * 5)(1, ctypes.addressof(args), 2, ctypes.addressof(size), 3)
+torch.cuda.synchronize()
+ok(hip.hipModuleLaunchKernel(fn, *GRID, THREADS, 1, 1, 0, torch.cuda.current_stream().cuda_stream, None, extra),
+   "hipModuleLaunchKernel")
+torch.cuda.synchronize()
+print(f"launched {{SYMBOL}} directly: grid {{GRID}} workgroups of {{THREADS}} threads; tensors {{MEMORY_GIB:.2f}} GiB")
+
+wrong = []
+for bi, hi in SLICES:          # dK and dV per query head (the kernel's expanded outputs)
+    r = dict(zip(("dq", "dk", "dv"), ref_slice(q[bi, hi].float(), k[bi, hi // ratio].float(),
+                                               v[bi, hi // ratio].float(), do[bi, hi].float(), SCALE, CAUSAL)))
+    got = {{"dk": dk[bi, hi].float(), "dv": dv[bi, hi].float()}}
+    if DQ != "acc16":          # a 16-bit accumulator is in the kernel's own order: only a post-kernel reads it
+        got["dq"] = dq[bi, hi].float()
+    bad = [n for n in got if (got[n] - r[n]).abs().max().item() > TOL * max(r[n].abs().max().item(), 1e-6)]
+    print(f"slice batch_id={{bi}} head_id={{hi}}: {{'WRONG ' + ', '.join(bad) if bad else 'right'}}")
+    if bad:
+        wrong.append((bi, hi))
+print(f"FAIL: {{len(wrong)}} of {{len(SLICES)}} checked (batch, head) slices wrong: {{wrong}}" if wrong else "PASS")
+'''
+
+
+def direct_script(plan, path: str, buffer: str, layout: str, shape: Dict[str, int], coords=None, why: str = "",
+                  causal: bool = False, memory_bytes: int = 0, latent: Optional[tuple] = None,
+                  prediction: Optional[str] = "fail") -> str:
+    """The ``repro --direct`` script (Python source text): the code object ``path`` launched
+    through HIP's module API (``hipModuleLoad``, ``hipModuleLaunchKernel`` with the kernarg
+    segment as one buffer, from ``libamdhip64.so`` by ctypes) with ``plan`` (an
+    :class:`addrsim.emu.launch.DirectLaunch`: the host contract's arguments at ``shape``),
+    bypassing the host's routing, so a latent finding shows too; LSE and D from an fp32
+    forward pass of every slice, then dQ, dK and dV of :func:`slices_checked` judged against
+    the blocked reference as the API script does.  Everything above the line ``# ---- the
+    device part`` is plain Python (the launch's constants and :func:`pack_kernargs`)."""
+    b, hq, hk = shape["batch"], shape["nhead_q"], shape["nhead_k"]
+    sq, sk, d, dv = shape["seqlen_q"], shape["seqlen_k"], shape["hdim_q"], shape["hdim_v"]
+    coords_line = f"# addrsim's counterexample slice: batch_id={coords[0]} head_id={coords[1]}\n" if coords else ""
+    said = {"fail": f"predicts that {buffer.upper()} is read at the wrong place (expect FAIL)",
+            "pass": f"proves that {buffer.upper()} is read at the right place (expect PASS)",
+            None: f"could not decide whether {buffer.upper()} is read at the right place"}[prediction]
+    note = ""
+    if latent:
+        note = (f"\n# The host ({_comment(latent[0])}) does not route this shape to this kernel: this script "
+                f"launches it anyway.")
+    head = f'''#!/usr/bin/env python3
+# Direct reproduction generated by addrsim repro --direct: run it on an AMD MI300 (gfx942) or MI355
+# (gfx950) with PyTorch for ROCm.  It launches kernel {_comment(plan.symbol)}
+# from {_comment(path)} itself, with the kernel arguments aiter's host would pass at this shape in layout
+# {layout.upper()}, and no host routing.  addrsim {said}.
+# {_comment(why)}{note}
+{coords_line}# Nothing in this script has been run by addrsim on hardware; its launch (the constants and
+# pack_kernargs below) is what addrsim's tests run on the virtual MI300 (addrsim run).
+CODE_OBJECT = {str(path)!r}
+SYMBOL = {plan.symbol!r}
+LAYOUT = {layout!r}
+B, HQ, HK, SQ, SK, D, DV = {b}, {hq}, {hk}, {sq}, {sk}, {d}, {dv}
+CAUSAL = {causal}
+TOL = 1e-2                     # max |x - ref| / max |ref|, aiter's 0.01 (op_tests/test_mha.py)
+SLICES = {slices_checked(shape, coords)!r}
+BLOCK = 1024                   # query and key rows per block of the reference
+SCALE = {plan.scale!r}
+MEMORY_GIB = {memory_bytes / 2**30:.2f}
+GRID = {tuple(plan.grid)!r}    # workgroups (the family's grid at this shape)
+THREADS = {plan.threads}                # per workgroup (the code object's metadata)
+KERNARG_SIZE = {plan.kernarg_size}
+# (argument, byte offset, bytes, value or the tensor whose address goes there): aiter's host contract
+KERNARGS = {plan.kernargs!r}
+# tensor -> (dims [batch, heads, rows(, cols)], element strides in the layout, element type)
+TENSORS = {plan.tensors!r}
+DQ = {plan.dq!r}               # direct: dQ in the layout; acc32: fp32 accumulator; acc16: not compared
+'''
+    return head + _DIRECT_BODY.format(ref=REF)
 
 
 BLOCK = 1024
@@ -258,7 +400,7 @@ def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, in
                           causal=causal, cvt=cvt, perm=perm, storage=storage,
                           torch_dtype="float16" if dtype == "fp16" else "bfloat16",
                           slices=slices_checked(shape, coords), memory_gib=memory_bytes / 2**30,
-                          ref_mib=ref_mib(shape))
+                          ref_mib=ref_mib(shape), ref=REF)
 
 
 # ----------------------------------------------------------------------------- the command
@@ -275,6 +417,9 @@ def register(sub) -> None:
     rp.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")
     rp.add_argument("--timeout", type=int, default=None, metavar="MS",
                     help="the query budget as nominal ms (converted to resource units; default 10 Mru)")
+    rp.add_argument("--direct", action="store_true",
+                    help="launch the code object itself (HIP module API) with the host's arguments, bypassing the "
+                         "host's routing: shows a latent finding too")
     rp.add_argument("-o", "--output", metavar="FILE.py", help="write the script to FILE.py (default stdout)")
 
 
@@ -334,9 +479,12 @@ def run(args) -> int:
         fam = choose_family(models, co.kernels[0], co.arch)
         fam_acc = int((fam.get("params") or {}).get("acc", 0)) if fam else 0     # models.py: acc defaults to 0
         try:
-            text = script(kern, str(args.file), args.buffer, args.layout, shape,
-                          "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc == 4, coords=coords, why=why,
-                          causal="_causal" in kern, prediction=prediction, memory_bytes=memory, latent=latent)
+            if getattr(args, "direct", False):
+                text = _direct_text(args, models, co, shape, coords, why, latent, memory, prediction)
+            else:
+                text = script(kern, str(args.file), args.buffer, args.layout, shape,
+                              "fp16" if "_fp16" in kern else "bf16", atomic32=fam_acc == 4, coords=coords, why=why,
+                              causal="_causal" in kern, prediction=prediction, memory_bytes=memory, latent=latent)
         except ValueError as e:
             raise InputError("--layout", str(e)) from None
     except AddrsimError as e:
@@ -346,7 +494,10 @@ def run(args) -> int:
                      f"this shape and about {_amount(ref_mib(shape) * 2**20)} for its reference\n" if memory else
                      f"addrsim: the script's reference needs about {_amount(ref_mib(shape) * 2**20)} (the models give "
                      f"no tensor sizes for this family)\n")
-    if latent:
+    if latent and getattr(args, "direct", False):
+        sys.stderr.write(f"addrsim: LATENT under {latent[0]}: its routing does not send this shape to this kernel; "
+                         f"the script launches the kernel directly, so it shows the bug on the device\n")
+    elif latent:
         sys.stderr.write(f"addrsim: LATENT under {latent[0]}: its routing does not send this shape to this kernel, "
                          f"so through aiter's API the script is expected to PASS (another kernel runs); it shows "
                          f"the bug only where this kernel runs at this shape (the script's header says how)\n")
@@ -360,6 +511,19 @@ def run(args) -> int:
         sys.stderr.write(f"addrsim: {args.output or 'stdout'}: cannot write ({e.strerror})\n")
         return EXIT_BAD_INPUT
     return 0
+
+
+def _direct_text(args, models, co, shape, coords, why, latent, memory, prediction) -> str:
+    """The ``--direct`` script of the case (:func:`direct_script`).  Raises InputError for a
+    listing (HIP loads a code object: assemble the listing first), NotEmulatedError for a
+    launch addrsim cannot pack (group mode)."""
+    from addrsim.emu.launch import direct_launch
+    from addrsim.loader.listing import is_code_object
+    if args.like is not None or not is_code_object(args.file):
+        raise InputError(args.file, "--direct launches a code object; assemble the listing into one and give that")
+    plan = direct_launch(args.file, args.layout, shape, models)
+    return direct_script(plan, str(args.file), args.buffer, args.layout, shape, coords, why,
+                         "_causal" in plan.symbol, memory, latent, prediction)
 
 
 def _amount(n: float) -> str:

@@ -575,3 +575,94 @@ def _judge(got: np.ndarray, ref: np.ndarray) -> Output:
     slices = sorted({(int(b), int(h)) for b, h in zip(*np.nonzero(bad.any(axis=(2, 3))))})
     rows = {f"{b},{h}": int(np.nonzero(bad[b, h].any(axis=1))[0][0]) for b, h in slices}
     return Output(not slices, float(err.max()), float(err.max() / top), slices, rows)
+
+
+# ----------------------------------------------------------------------------- a direct launch
+
+@dataclass
+class DirectLaunch:
+    """The kernel launched by hand as the host would at one shape (``repro --direct``): the
+    kernarg segment's entries (offset and size in bytes, from the metadata; the value the host
+    contract gives at this shape, or the tensor whose device address goes there), the grid in
+    workgroups (the family's counts), the workgroup size in threads (metadata), and every
+    tensor's logical dims ([batch, heads, rows(, cols)]) and element strides in the layout
+    (models/layouts.yaml), with its element type.  ``dq``: where the kernel leaves dQ:
+    "direct" (in the layout), "acc32" (the fp32 accumulator [batch, nhead_q, seqlen_q,
+    hdim_q]) or "acc16" (a 16-bit accumulator only a post-kernel reads: dQ not compared)."""
+
+    symbol: str
+    arch: str
+    kernarg_size: int
+    kernargs: List[Tuple[str, int, int, object]]      # (name, offset, bytes, int value or tensor name)
+    grid: Tuple[int, int, int]
+    threads: int
+    tensors: Dict[str, Tuple[Tuple[int, ...], Tuple[int, ...], str]]
+    dq: str
+    scale: float
+
+    def pack(self, addresses: Dict[str, int]) -> bytes:
+        """The kernarg segment with each tensor at ``addresses`` (tensor name -> byte address),
+        little-endian, as the script packs it."""
+        out = bytearray(self.kernarg_size)
+        for _, off, size, val in self.kernargs:
+            v = addresses[val] if isinstance(val, str) else val
+            out[off:off + size] = (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
+        return bytes(out)
+
+
+def direct_launch(path, layout: str, shape: Dict[str, int], ms: ModelSet, like=None) -> DirectLaunch:
+    """The :class:`DirectLaunch` of the kernel of ``path`` (a code object, or a listing with
+    ``like``) in ``layout`` at ``shape``: the arguments of :func:`run_kernel`'s main launch
+    (:func:`addrsim.model.problem.kernel_arguments`, ``scalar`` = 1/sqrt(hdim_q) and ``log2e``
+    as binary32) with every pointer argument named by its tensor.  Batch mode, no sliding
+    window.  Raises InputError (a shape outside the domain, a layout the models lack),
+    NotEmulatedError (group mode, a sliding-window kernel, an argument that is a pointer plus
+    an offset)."""
+    src, k = _runnable_kernel(path, ms, like)
+    prob = build_problem(ms, k, layout, Sym("tid_x", 32, "lane"), None, src.co.arch, None)
+    _shape_given(path, prob, shape)
+    env = shape_env(prob, shape)
+    if prob.mode == "group":
+        raise NotEmulatedError(f"{path}: a direct launch of a group-mode kernel needs the host's sequence-start "
+                               "arrays; repro --direct writes batch-mode launches only")
+    mask, free = _mask(k.symbol, None, env)
+    _in_domain(path, prob, env)
+    consts = {n: e.value for n, e in prob.names.items() if isinstance(e, X.Const)}
+    dq = "direct" if not consts.get("acc") else "acc32" if consts.get("acc") == 4 else "acc16"
+    lay = layout_of(ms, layout)
+    tensor_of = {buffer_pointer(ms, k, b): b for b in TENSORS if buffer_pointer(ms, k, b)}
+    if dq != "direct" and buffer_pointer(ms, k, "dq"):
+        tensor_of[buffer_pointer(ms, k, "dq")] = "dq_acc"
+    ptrs = {n: 0 for n, e in prob.kernargs.items() if any(x.kind == "ptr" for x in X.symbols(e).values())}
+    for n in ptrs:
+        e = prob.kernargs[n]
+        if not isinstance(e.args[0] if isinstance(e, X.Op) and e.op == "zext" else e, Sym):
+            raise NotEmulatedError(f"{path}: argument {n} is a pointer plus an offset in the host contract")
+    values = kernel_arguments(prob, env, ptrs, free)
+    scale = 1.0 / float(np.sqrt(env["hdim_q"]))
+    names = {a.name: a for a in k.args}
+    values.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
+                   if n in names})
+    args = [(n, names[n].offset, names[n].size, tensor_of.get(n, v)) for n, v in sorted(
+        values.items(), key=lambda nv: names[nv[0]].offset if nv[0] in names else -1) if n in names]
+    grid = tuple(int(X.evaluate(prob.grid_count[prob.grid[ax].name], env)) for ax in "xyz")
+    return DirectLaunch(k.symbol, src.co.arch, k.kernarg_segment_size, args, grid,
+                        (k.reqd_workgroup_size or (256, 1, 1))[0], _direct_tensors(lay, env, element_type(k.symbol)),
+                        dq, scale)
+
+
+def _direct_tensors(lay, env: Dict[str, int], dtype: str) -> Dict[str, tuple]:
+    """Each tensor's (dims, element strides, element type) in the layout (batch mode; the last
+    dimension contiguous, as :func:`_strided` places it), and the fp32 dQ accumulator
+    [batch, nhead_q, seqlen_q, hdim_q], contiguous.  Raises InputError for a negative stride."""
+    out = {}
+    for b, (tensor, h, r, c) in TENSORS.items():
+        dims = (env["batch"], env[h], env[r]) + ((env[c],) if c else ())
+        strides = [offset(lay, tensor, {d: 1}, env, "batch") for d in ("batch", "head", "seq")][:len(dims) - 1] + [1]
+        if min(strides) < 0:
+            raise InputError(lay.origin or "<layouts>", f"layout {lay.name}: {tensor} has a negative stride "
+                                                        f"{strides}: a GPU tensor view has none")
+        out[b] = (dims, tuple(strides), "f32" if c is None else dtype)
+    B, H, S, hd = env["batch"], env["nhead_q"], env["seqlen_q"], env["hdim_q"]
+    out["dq_acc"] = ((B, H, S, hd), (H * S * hd, S * hd, hd, 1), "f32")
+    return out
