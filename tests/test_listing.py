@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from addrsim.api import verify
-from addrsim.commands.diff import classify, diff, diff_status
+from addrsim.commands.diff import format_diff, classify, diff, diff_status
 from addrsim.loader.disasm import disassemble
 from addrsim.errors import InputError
 from addrsim.report.explain import explain
@@ -117,11 +117,14 @@ def test_diff_buggy_to_fixed(shortcut):
     checks = {c["layout"]: c for c in rep["kernels"][0]["checks"]}
     assert {l: c["change"] for l, c in checks.items()} == {"bhsd": "same", "sbhd": "fixed"}
     assert checks["bhsd"]["old"]["verdict"] == "proved" and checks["sbhd"]["old"]["cause"] == "formula"
-    assert checks["sbhd"]["difference_shape"] == "4*batch_id*nhead_q*seqlen_q - 4*batch_id*nhead_q"
+    assert checks["sbhd"]["difference_shape"] == "4*batch_id*nhead_q*(seqlen_q - 1)"
     assert checks["sbhd"]["same_offset"] is False
     assert checks["bhsd"]["difference_shape"] == "0" and checks["bhsd"]["same_offset"] is True
     assert rep["summary"].startswith("fixed lse/sbhd;")
     assert diff_status(rep) == 0
+    text = format_diff(rep)
+    assert "SBHD: new - old = 4*batch_id*nhead_q*(seqlen_q - 1)" in text
+    assert not any(w in text for w in ("Piecewise", "Eq(", "xor(", "ult("))
 
 
 @pytest.mark.slow

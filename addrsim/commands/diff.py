@@ -60,17 +60,37 @@ def classify(old: str, new: str) -> str:
 
 
 def _sub(a, b) -> Tuple[str, Optional[bool]]:
-    """(text of a - b expanded, whether it is 0) for two sympy expressions; ("", None) when
-    either is missing or sympy fails (display only)."""
+    """(text of a - b, factored when that is shorter, whether it is 0) for two sympy
+    expressions; ("", None) when either is missing or sympy fails (display only)."""
     if a is None or b is None:
         return "", None
     try:
         import sympy
         d = sympy.expand(a - b)
         t = str(d)
+        if d != 0 and len(t) <= DIFF_CHARS:
+            f = str(sympy.factor(d))
+            t = f if len(f) < len(t) else t
         return (t if len(t) <= DIFF_CHARS else t[:DIFF_CHARS] + "..."), d == 0
     except Exception:
         return "", None
+
+
+def _same_offset(xo, xn) -> Optional[bool]:
+    """Do the first accesses of the two checks (Check objects of the same layout) compute
+    the same byte offset from their (0, 0) slice in every shape of the domain, in hardware
+    arithmetic (:func:`addrsim.prove.simplify.same_offset`)?  None when undecided or either
+    check has no access."""
+    from addrsim.ir import expr as X
+    from addrsim.prove.query import ranges_of
+    from addrsim.prove.simplify import same_offset
+    if xo is None or xn is None or not xo.cases or not xn.cases or xo.problem is None:
+        return None
+    (_, _, _, ao, ao0), (_, _, _, an, an0) = xo.cases[0], xn.cases[0]
+    try:
+        return same_offset(X.sub(an, an0), X.sub(ao, ao0), list(xo.problem.domain), ranges_of(xo.problem))
+    except Exception:          # display only: an offset the solver cannot take is "?"
+        return None
 
 
 def _pair(old_k: List[str], new_k: List[str]) -> List[Tuple[str, str]]:
@@ -130,6 +150,10 @@ def diff(old, new, buffers: Optional[Sequence[str]] = None, layouts: Sequence[st
             xo, xn = sym_o.get((a,) + key), sym_n.get((b,) + key)
             d_args, _ = _sub(getattr(xn, "offset_sym", None), getattr(xo, "offset_sym", None))
             d_shape, same = _sub(getattr(xn, "shape_offset_sym", None), getattr(xo, "shape_offset_sym", None))
+            if same is not True and key[2] == "address":
+                decided = _same_offset(xo, xn)      # equal in the domain though displayed apart, or not
+                same = decided if decided is not None else same
+                d_shape = "" if same else d_shape
             ch = classify(c["verdict"], d["verdict"])
             tag = f"{key[0]}/{key[1]}" + (" bounds" if key[2] == "bounds" else "")
             counts.setdefault(ch, []).append(tag if len(pairs) == 1 else f"{b}:{tag}")
@@ -250,7 +274,7 @@ def format_diff(report: dict) -> str:
         name = k["old_kernel"] if k["old_kernel"] == k["new_kernel"] else f"{k['old_kernel']} -> {k['new_kernel']}"
         arch = k["old_arch"] if k["old_arch"] == k["new_arch"] else f"{k['old_arch']} -> {k['new_arch']}"
         out.append(f"  kernel {name} ({arch})")
-        out.append(f"  {'check':<9}{'buffer':<7}{'layout':<8}{'old':<16}{'new':<16}{'change':<8} offset (no wrap)")
+        out.append(f"  {'check':<9}{'buffer':<7}{'layout':<8}{'old':<16}{'new':<16}{'change':<8} offset")
         for c in k["checks"]:
             off = {True: "same", False: "differs", None: "?"}[c["same_offset"]]
             out.append(f"  {c['property']:<9}{c['buffer']:<7}{c['layout']:<8}{c['old']['verdict']:<16}"
@@ -260,6 +284,7 @@ def format_diff(report: dict) -> str:
                 continue
             tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c["property"] == "bounds" else "")
             out.append(f"\n  {tag}: {c['change']} ({c['old']['verdict']} -> {c['new']['verdict']})")
+            shape_terms = c["same_offset"] is True or bool(c["difference_shape"])
             for side in ("old", "new"):
                 s = c[side]
                 extra = ""
@@ -268,11 +293,16 @@ def format_diff(report: dict) -> str:
                             (f", cause {s['cause']}" if s.get("cause") else "") + "]"
                 elif s["verdict"] in (Verdict.UNKNOWN, Verdict.UNSUPPORTED) and s.get("reason"):
                     extra = f"  [{s['reason'][:160]}]"
-                out.append(f"    {side}: {s['extracted'][:300]}{extra}")
-            if c["difference_args"]:
+                # the kernel-argument form (carries, pointer halves) only where no shape-term
+                # comparison says more; the JSON keeps it
+                shown = s["verdict"] if shape_terms else s["extracted"][:300]
+                out.append(f"    {side}: {shown}{extra}")
+            if c["same_offset"] is True:
+                out.append(f"    {c['layout'].upper()}: same offset")
+            elif c["difference_shape"]:
+                out.append(f"    {c['layout'].upper()}: new - old = {c['difference_shape']}  (bytes, shape terms)")
+            elif c["difference_args"]:
                 out.append(f"    new - old (kernel arguments): {c['difference_args']}")
-            if c["difference_shape"]:
-                out.append(f"    new - old (shape terms, {c['layout']}): {c['difference_shape']}")
     un = report.get("unpaired", {})
     if un.get("old") or un.get("new"):
         out.append(f"\n  unpaired kernels: old {', '.join(un.get('old', [])) or '-'}; "

@@ -45,6 +45,7 @@ from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, 
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.coverage import Fault, coverage
+from addrsim.prove.simplify import under_domain
 from addrsim.prove.standin import StandIn, stand_in
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
 from addrsim.prove.verdict import Cause, Check, Records, ReplayFailure, Verdict, counterexample
@@ -914,7 +915,8 @@ def formulas(address: Expr, zero_ids, prob: Problem, buffer: str, symbolic: bool
             from addrsim.backends.sympy_text import to_sympy_nowrap
             arrays = {n.args[0].name for n in X.walk(full) if isinstance(n, X.Op) and n.op == "sel"}
             ptr0 = {n: X.Const(0, v.width) for n, v in X.symbols(full).items() if v.kind == "ptr" and n not in arrays}
-            ideal = lambda e: to_sympy_nowrap(X.substitute(e, ptr0))  # noqa: E731  # offsets: any base, 0
+            rng = ranges_of(prob)     # comparisons the domain decides over the integers folded (prove.simplify)
+            ideal = lambda e: to_sympy_nowrap(under_domain(X.substitute(e, ptr0), rng))  # noqa: E731
             out = (str(off), str(diff), sympy.expand(ideal(address) - ideal(reference(address, zero_ids, prob))),
                    sympy.expand(ideal(full) - ideal(reference(full, zero_ids, prob))))
     except Exception as e:  # formula display must never hide a verdict

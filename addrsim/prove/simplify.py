@@ -1,0 +1,85 @@
+"""Offsets in the engineer's terms: comparisons the domain decides folded away, and "same
+offset" decided by the solver (issue 40, item 3: ``diff`` and ``explain``).
+
+A kernel's byte offset often holds a comparison that is never true in a layout (the wheel's
+``rows_left > 1 ? 4096 : 0`` soffsets, a 32-bit carry ``ult(lo + x, lo)``): shown as sympy
+text it becomes ``Piecewise((..., Eq(xor(ult(...), 1), 1)), ...)``.  :func:`under_domain`
+replaces each 1-bit comparison (``eq``, ``ult``, ``ule``, ``slt``, ``sle``) that the domain's
+ranges decide over the integers (the operands' intervals in the encoder's int mode, no solver)
+by its constant and folds the expression again.  Display only: it never makes a verdict.
+:func:`same_offset` asks whether two offsets are equal in every shape of the domain (hardware
+arithmetic, within a resource budget); the answer is True, False or None (undecided).
+
+May import addrsim.ir, addrsim.backends and the prove modules below check (query).
+"""
+from __future__ import annotations
+
+from typing import Dict, List, Optional, Tuple
+
+from addrsim.backends.z3_int import IntEncoder
+from addrsim.ir import expr as X
+from addrsim.ir.expr import Const, Expr, Op
+
+COMPARISONS = ("eq", "ult", "ule", "slt", "sle")
+SAME_RU = 2_000_000
+"""Resource units of one "same offset" question (display, not a verdict)."""
+
+
+def _decide(c: Op, enc: IntEncoder) -> Optional[int]:
+    """1 or 0 when the integer intervals of the operands of the comparison ``c`` (no wraps:
+    the reading the display shows; the domain's ranges) decide it, else None."""
+    try:
+        _, alo, ahi = enc._go(c.args[0])
+        _, blo, bhi = enc._go(c.args[1])
+    except Exception:          # an operation without an integer form: not decided here
+        return None
+    if c.op in ("slt", "sle") and min(alo, blo) < 0:
+        return None
+    strict = c.op in ("ult", "slt")
+    if c.op == "eq":
+        return 0 if ahi < blo or bhi < alo else 1 if alo == ahi == blo == bhi else None
+    if ahi < blo or (not strict and ahi <= blo):
+        return 1
+    if alo > bhi or (strict and alo >= bhi):
+        return 0
+    return None
+
+
+def under_domain(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Expr:
+    """``e`` with every 1-bit comparison that the domain's ranges decide over the integers
+    (the no-wrap reading ``diff`` and ``explain`` display) replaced by its constant, the
+    expression rebuilt (``ite`` on a constant keeps its arm, a carry of 0 drops).  Symbols and
+    units are those of ``e``."""
+    memo: Dict[int, Expr] = {}
+    decided: Dict[bytes, Optional[int]] = {}
+    enc = IntEncoder(ranges, ideal=True)
+
+    def go(n: Expr) -> Expr:
+        if not isinstance(n, Op):
+            return n
+        if id(n) in memo:
+            return memo[id(n)]
+        args = tuple(go(a) for a in n.args)
+        out = X.rebuild(n, args) if any(a is not b for a, b in zip(args, n.args)) else n
+        if isinstance(out, Op) and out.op in COMPARISONS and out.width == 1:
+            key = X.digest(out)
+            if key not in decided:
+                decided[key] = _decide(out, enc)
+            if decided[key] is not None:
+                out = Const(decided[key], 1)
+        memo[id(n)] = out
+        return out
+    return go(e)
+
+
+def same_offset(a: Expr, b: Expr, conds: List[Expr], ranges, arith: str = "bv") -> Optional[bool]:
+    """Is ``a == b`` (byte offsets over the same symbols) in every model of ``conds``?  True
+    when proved, False when refuted, None when undecided within SAME_RU units."""
+    from addrsim.prove.query import Query
+    if a.width != b.width:
+        w = max(a.width, b.width)
+        a, b = X.zext(a, w), X.zext(b, w)
+    q = Query(list(conds), X.eq(a, b), ranges, SAME_RU, arith)
+    q.cap = SAME_RU
+    v = q.solve()[0]
+    return True if v == "proved" else False if v == "refuted" else None

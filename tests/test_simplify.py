@@ -1,0 +1,37 @@
+"""Offsets in the engineer's terms (issue 40, item 3): a comparison the domain's ranges decide
+over the integers is folded before display, one they do not decide stays; "same offset" is the
+solver's answer in hardware arithmetic, not a comparison of printed forms."""
+from addrsim.backends.sympy_text import to_sympy_nowrap
+from addrsim.ir import expr as X
+from addrsim.prove.simplify import same_offset, under_domain
+
+N = X.Sym("nhead_q", 32, "shape")
+S = X.Sym("seqlen_q", 32, "shape")
+B = X.Sym("batch_id", 32, "grid")
+RANGES = {"nhead_q": (1, 128), "seqlen_q": (1, 1 << 20), "batch_id": (0, 4095)}
+
+
+def test_a_guard_never_true_in_the_domain_is_folded_and_its_text_has_no_piecewise():
+    """ite(256*nhead_q*seqlen_q < 256, a, b): nhead_q and seqlen_q are at least 1, so over the
+    integers the guard is false and the offset is b; without the fold the text is a Piecewise."""
+    prod = X.mul(X.mul(X.const(256, 32), N), S)
+    e = X.ite(X.ult(prod, X.const(256, 32)), X.mul(B, N), X.mul(B, S))
+    assert "Piecewise" in str(to_sympy_nowrap(e))
+    got = under_domain(e, RANGES)
+    assert str(to_sympy_nowrap(got)) == "batch_id*seqlen_q"
+
+
+def test_a_guard_the_domain_does_not_decide_stays():
+    e = X.ite(X.ult(S, X.const(64, 32)), X.mul(B, N), X.mul(B, S))
+    assert "Piecewise" in str(to_sympy_nowrap(under_domain(e, RANGES)))
+
+
+def test_same_offset_is_decided_in_the_domain_not_by_the_printed_form():
+    """(batch_id*seqlen_q*4) and ((batch_id*seqlen_q) << 2): the same bytes; batch_id*seqlen_q*4
+    and batch_id*(seqlen_q - 1)*4: not the same (seqlen_q >= 1, batch_id may be 1)."""
+    conds = [X.ule(X.const(1, 32), S), X.ule(S, X.const(1 << 20, 32)), X.ule(B, X.const(4095, 32))]
+    a = X.mul(X.mul(B, S), X.const(4, 32))
+    b = X.shl(X.mul(B, S), X.const(2, 32))
+    c = X.mul(X.mul(B, X.sub(S, X.const(1, 32))), X.const(4, 32))
+    assert same_offset(a, b, conds, RANGES) is True
+    assert same_offset(a, c, conds, RANGES) is False
