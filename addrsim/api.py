@@ -18,6 +18,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 from addrsim import __version__
 from addrsim.engine.explore import explore
 from addrsim.errors import InputError, UnmodelledError, unknown_name
+from addrsim.ir import expr as X
 from addrsim.ir.expr import Sym
 from addrsim.loader.codeobj import SUPPORTED_ARCHS
 from addrsim.loader.listing import load_source
@@ -173,7 +174,7 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
             for n, c in _chain(sub, ex, task, items, opts, cache, routed):
                 tick(k.symbol, c)
                 done[n] = c
-        checks = [check_json(done[n], src.lines) for n in range(len(items))]
+        checks = [_check_out(done[n], src, ex) for n in range(len(items))]
         if checks_out is not None:
             checks_out.extend((k.symbol, done[n]) for n in range(len(items)))
     limits, prob = [], None
@@ -231,8 +232,22 @@ def _worker_chain(symbol, task, items):
     if symbol not in w["subjects"]:
         w["subjects"][symbol] = _explored(next(k for k in src.co.kernels if k.symbol == symbol), src, w["ms"])
     sub, ex = w["subjects"][symbol]
-    return [(n, check_json(c, src.lines), Check(c.buffer, c.layout, c.verdict, prop=c.prop))
+    return [(n, _check_out(c, src, ex), Check(c.buffer, c.layout, c.verdict, prop=c.prop))
             for n, c in _chain(sub, ex, task, items, w["opts"], w["cache"], w["routed"])]
+
+
+def _check_out(c: Check, src, ex) -> dict:
+    """The check's JSON (:func:`addrsim.report.json.check_json`), with ``edited_lines`` for a
+    counterexample of an edited objdump listing: the edited lines (``src.edited``) among the
+    instructions that feed the failing access's address (its slice, as ``explain`` shows it)."""
+    out = check_json(c, src.lines)
+    if src.edited and c.verdict == Verdict.COUNTEREXAMPLE and c.failing is not None:
+        t = c.failing[0]
+        pcs = {o[1] for n in X.walk(t.access.address) if (o := ex.origin.get(id(n))) is not None and o[0] is n}
+        pcs |= {o[1] for name, s in X.symbols(t.access.address).items() if s.kind in ("arg", "ptr")
+                if (o := ex.origin.get(("arg", name))) is not None}
+        out["edited_lines"] = sorted({src.lines[p] for p in pcs if src.lines.get(p) in src.edited})
+    return out
 
 
 def chains(items, ms: ModelSet, kernel) -> List[List[tuple]]:

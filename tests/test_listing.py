@@ -106,6 +106,31 @@ def test_patched_listing_is_proved(shortcut):
     assert c["counterexample"]["access_line"] > 0      # the listing line of the access
 
 
+def test_a_wrong_patchs_formula_root_cause_points_at_the_edited_lines_in_its_slice(shortcut, tmp_path):
+    """Pattern A with one operand wrong (batch_id * Hs_lsed where batch_id * nhead_q belongs): a
+    formula bug in every layout, whose root cause names the edited lines that feed the LSE
+    address (those of the patch), not the access's line; an unedited line is never named."""
+    import io
+    from addrsim.report.text import print_table
+    co, _, fixed = shortcut
+    wrong = tmp_path / "wrong.txt"
+    wrong.write_text(patch(fixed.read_text(), "s_mul_i32 s20, s4, s16", "s_mul_i32 s20, s4, s17  // wrong operand"))
+    rep = verify(wrong, ["lse"], ["bhsd"], like=co, model_files=[MODEL], properties=["address"])
+    k = rep["kernels"][0]
+    (c,) = k["checks"]
+    assert c["verdict"] == "counterexample" and c["cause"] == "formula"
+    lines = wrong.read_text().splitlines()
+    edited = [n for n, l in enumerate(lines, 1) if l.startswith("\t") and "//" in l and ":" not in l.split("//")[1]]
+    assert c["edited_lines"] and set(c["edited_lines"]) <= set(edited)
+    assert any("wrong operand" in lines[n - 1] for n in c["edited_lines"])
+    (rc,) = [r for r in k["root_causes"] if r["kind"] == "formula"]
+    assert rc["where"]["edited_lines"] == c["edited_lines"]
+    out = io.StringIO()
+    print_table(rep, out)
+    want = f"{', '.join(map(str, c['edited_lines']))} in its address slice"
+    assert "(edited listing line" in out.getvalue() and want in out.getvalue()
+
+
 @pytest.mark.slow
 def test_diff_buggy_to_fixed(shortcut):
     """`addrsim diff OLD.co NEW.listing`: SBHD fixed, its offsets differing by the batch term

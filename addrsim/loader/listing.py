@@ -61,12 +61,15 @@ class Source:
     a listing with ``like`` these are the like-file's, with ``co.path`` the listing).
     ``code``: instructions per kernel symbol (byte addresses).  ``kind``: "code object",
     "objdump listing" or "assembly".  ``lines``: instruction byte address -> line number in
-    the listing (listings only)."""
+    the listing (listings only).  ``edited``: the line numbers of an objdump listing's
+    instruction lines that lack llvm-objdump's ``// ADDRESS: ENCODING`` comment, the lines a
+    user wrote (README.md: edited lines are plain llvm-mc syntax)."""
 
     co: CodeObject
     code: Dict[str, List[Instr]]
     kind: str = "code object"
     lines: Dict[int, int] = field(default_factory=dict)
+    edited: frozenset = frozenset()     # listing lines of instructions without objdump's address comment
 
 
 def is_code_object(path) -> bool:
@@ -318,7 +321,9 @@ def _assemble_like(path, mc, origin: Dict[int, int], like: CodeObject, heads: Di
             if i.addr in line_of:
                 lines[i.addr + delta] = line_of[i.addr]
     co = replace(like, path=Path(path), kernels=[replace(k, path=str(path)) for k in like.kernels])
-    return Source(co, code, kind, lines)
+    edited = frozenset(no for k, (t, no) in enumerate(mc) if _is_instruction(t) and k not in origin) \
+        if kind == "objdump listing" else frozenset()
+    return Source(co, code, kind, lines, edited)
 
 
 def _shift(i: Instr, delta: int) -> Instr:

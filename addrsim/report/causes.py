@@ -256,6 +256,9 @@ def _describe(r: dict, key: Tuple, checks: List[dict], site: Optional[dict]) -> 
         r["title"] = f"offset wrong over the integers too ({key[1]}): extracted - expected = {diff or '?'}"
         if diff:
             r["boundary"] = {key[1]: formula_boundary(key[2], grid_ranges(checks[0])) or f"{diff} != 0"}
+        edited = sorted({n for c in checks for n in c.get("edited_lines") or ()})
+        if edited:           # an edited listing: the user's lines in the address slice, not the access
+            r["where"] = {"pc": None, "instruction": "", "line": edited[0], "edited_lines": edited}
         r["fix"] = fix_formula(checks, None)
     elif kind == "base":
         why = key[3].split(": ", 1)[-1]

@@ -137,6 +137,9 @@ def _print_cause(r: dict, k: dict, out) -> None:
     shape with the details of its check, routing, and the fix."""
     where = r.get("where") or {}
     line = f" (listing line {where['line']})" if where.get("line") else ""
+    if where.get("edited_lines"):
+        line = f" (edited listing line{'s' if len(where['edited_lines']) > 1 else ''} " \
+               f"{', '.join(map(str, where['edited_lines']))} in its address slice)"
     out.write(f"\n  ROOT CAUSE {r['id']}: {r['title']}{line}\n")
     if r["checks"]:
         out.write(f"    breaks: {', '.join(r['checks'])}\n")
