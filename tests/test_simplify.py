@@ -35,3 +35,12 @@ def test_same_offset_is_decided_in_the_domain_not_by_the_printed_form():
     c = X.mul(X.mul(B, X.sub(S, X.const(1, 32))), X.const(4, 32))
     assert same_offset(a, b, conds, RANGES) is True
     assert same_offset(a, c, conds, RANGES) is False
+
+
+def test_a_guard_between_two_shape_terms_is_decided_by_its_difference():
+    """ite(256*nhead_q*seqlen_q < 256*nhead_q, ...): over the integers the difference is
+    256*nhead_q*(seqlen_q - 1) >= 0 (seqlen_q >= 1), so the guard is false (a user's patch that
+    detects the layout with a compare-and-select, in BSHD)."""
+    k256 = X.const(256, 32)
+    e = X.ite(X.ult(X.mul(X.mul(k256, N), S), X.mul(k256, N)), X.mul(B, N), X.mul(B, S))
+    assert str(to_sympy_nowrap(under_domain(e, RANGES))) == "batch_id*seqlen_q"

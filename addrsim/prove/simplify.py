@@ -42,7 +42,37 @@ def _decide(c: Op, enc: IntEncoder) -> Optional[int]:
         return 1
     if alo > bhi or (strict and alo >= bhi):
         return 0
+    low = _lowest_difference(c.args[1], c.args[0], enc.ranges)       # b - a >= low
+    if low is not None and (low >= 1 or (not strict and low >= 0)):
+        return 1
+    low = _lowest_difference(c.args[0], c.args[1], enc.ranges)       # a - b >= low
+    if low is not None and (low >= 0 if strict else low >= 1):
+        return 0
     return None
+
+
+def _lowest_difference(a: Expr, b: Expr, ranges) -> Optional[int]:
+    """A lower bound of ``a - b`` over the integers (the no-wrap reading) when it is a
+    polynomial: each symbol ``v`` written ``lo_v + t_v`` (``lo_v`` its range's low end,
+    ``t_v >= 0``), the bound is the constant term if every other coefficient is non-negative
+    (``256*nhead_q*seqlen_q - 256*nhead_q`` is ``256*t_n*t_s + 256*t_s``: at least 0).  None
+    otherwise (a floor, a remainder or a negative coefficient)."""
+    import sympy
+    from addrsim.backends.sympy_text import to_sympy_nowrap
+    try:
+        d = sympy.expand(to_sympy_nowrap(a) - to_sympy_nowrap(b))
+        syms = sorted(d.free_symbols, key=str)
+        if not d.is_polynomial(*syms):
+            return None
+        shifted = sympy.Poly(sympy.expand(d.subs({v: ranges.get(str(v), (0, 0))[0] + sympy.Symbol(f"t_{v}")
+                                                  for v in syms}, simultaneous=True)))
+    except Exception:          # display only: not decided
+        return None
+    terms = dict(shifted.terms())
+    const = sympy.sympify(terms.pop((0,) * len(shifted.gens), 0))
+    if any(c < 0 for c in terms.values()) or not const.is_Integer:
+        return None
+    return int(const)
 
 
 def under_domain(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Expr:
