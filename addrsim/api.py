@@ -187,12 +187,12 @@ def _kernel_report(path, src, k, ms, kbufs, layouts, properties, opts, cache, ro
     if prob is not None and prob.memory is not None:        # the HTML page draws boundaries against it
         from addrsim.backends.sympy_text import to_sympy
         entry["memory"] = {"bytes": str(to_sympy(prob.memory)), "limit": prob.memory_limit}
-    entry["root_causes"] = root_causes(entry)
-    entry["summary"] = summary_line(entry, entry["root_causes"])
-    if src.kind != "code object":
+    if src.kind != "code object":       # before the root causes: their findings are named as K's
         entry["source"] = src.kind
         if like is not None:
             entry["like"] = str(like)
+    entry["root_causes"] = root_causes(entry)
+    entry["summary"] = summary_line(entry, entry["root_causes"])
     return entry
 
 

@@ -372,3 +372,13 @@ def test_diff_summary_names_bugs_fixed_new_and_carried_over():
     assert text.startswith("fixed d/bhsd; NEW bugs (undecided before) d/sbhd; bugs that carry over lse/bhsd;")
     assert "does not fully carry over" in text and "bugs included" not in text
     assert diff_status(out) == 1
+
+
+def test_a_listings_root_causes_name_their_findings_as_the_kernel_they_are_like(shortcut):
+    """SARIF's baselineState reads the root causes' findings: a listing checked with --like
+    K.co names them as K's (as the gate does), so a new finding of a patch is "new" there too."""
+    co, buggy, _ = shortcut
+    rep = verify(buggy, ["lse"], ["sbhd"], like=co, model_files=[MODEL], properties=["address"])
+    k = rep["kernels"][0]
+    fps = [fp for r in k["root_causes"] for fp in r.get("findings") or []]
+    assert fps and all(fp.startswith(f"{k['arch']}/{co.name}:") for fp in fps), fps
