@@ -382,3 +382,16 @@ def test_a_listings_root_causes_name_their_findings_as_the_kernel_they_are_like(
     k = rep["kernels"][0]
     fps = [fp for r in k["root_causes"] for fp in r.get("findings") or []]
     assert fps and all(fp.startswith(f"{k['arch']}/{co.name}:") for fp in fps), fps
+
+
+def test_a_misspelt_register_in_an_edited_line_is_refused_with_its_line(shortcut, tmp_path):
+    """llvm-mc takes `s17x` for an undefined symbol (a relocation whose value would read as 0):
+    bad input naming the line, never a verdict."""
+    co, _, fixed = shortcut
+    typo = tmp_path / "typo.txt"
+    typo.write_text(patch(fixed.read_text(), "s_mul_i32 s20, s4, s16", "s_mul_i32 s20, s4, s16x"))
+    lines = typo.read_text().splitlines()
+    no = next(n for n, l in enumerate(lines, 1) if "s16x" in l)
+    p = cli("verify", typo, "--like", co, "--model", MODEL, "--buffer", "lse", "--check", "address")
+    assert p.returncode == 3 and p.stderr.count("\n") == 1, p.stderr
+    assert f"line {no}: 's16x' is not a register or a label of the listing" in p.stderr

@@ -265,6 +265,22 @@ def _run_mc(path, mc: List[Tuple[str, int]], arch: str, obj: Path) -> None:
                 where = f"line {no}: " if no else ""
                 raise InputError(path, f"{where}{m.group(3)}: {text[:80]}")
         raise InputError(path, f"llvm-mc failed: {(err or ['no message'])[-1][:200]}")
+    _no_undefined(path, mc, obj)
+
+
+def _no_undefined(path, mc: List[Tuple[str, int]], obj: Path) -> None:
+    """Refuse an operand llvm-mc took for an undefined symbol (``s50x``, a misspelt register,
+    assembles as a relocation against a symbol the listing never defines: its value would be
+    taken as 0).  Raises InputError naming the first line that uses it."""
+    exe, _ = find_objdump()
+    proc = subprocess.run([exe, "-t", str(obj)], capture_output=True, timeout=600)
+    und = [ln.split()[-1] for ln in proc.stdout.decode("latin-1").splitlines() if "*UND*" in ln and ln.split()]
+    for name in und:
+        pat = re.compile(rf"(?<![\w.$]){re.escape(name)}(?![\w.$])")
+        hit = next(((no, t) for t, no in mc if pat.search(_strip_comment(t))), (0, ""))
+        where = f"line {hit[0]}: " if hit[0] else ""
+        raise InputError(path, f"{where}{name!r} is not a register or a label of the listing (a misspelt "
+                               f"operand?): {hit[1].strip()[:80]}")
 
 
 def _objdump_text(obj: Path) -> str:
