@@ -395,3 +395,13 @@ def test_a_misspelt_register_in_an_edited_line_is_refused_with_its_line(shortcut
     p = cli("verify", typo, "--like", co, "--model", MODEL, "--buffer", "lse", "--check", "address")
     assert p.returncode == 3 and p.stderr.count("\n") == 1, p.stderr
     assert f"line {no}: 's16x' is not a register or a label of the listing" in p.stderr
+
+
+def test_an_objdump_listing_with_another_kernels_like_is_refused(shortcut, tmp_path):
+    """--like names a code object whose kernel is not the one the listing was disassembled
+    from: its metadata (kernel arguments, descriptor) would be applied to foreign code."""
+    co, buggy, _ = shortcut
+    other = build("lsed_three_paths", tmp_path)
+    p = cli("verify", buggy, "--like", other, "--model", MODEL, "--buffer", "lse", "--check", "address")
+    assert p.returncode == 3 and p.stderr.count("\n") == 1, p.stderr
+    assert "give --like the code object it was disassembled from" in p.stderr

@@ -320,6 +320,10 @@ def _assemble_like(path, mc, origin: Dict[int, int], like: CodeObject, heads: Di
     for k in like.kernels:
         name = k.symbol
         if name not in syms:
+            if kind == "objdump listing" and heads:
+                raise InputError(path, f"the listing is llvm-objdump's text of {', '.join(sorted(heads))}, not of "
+                                       f"{k.symbol} ({like.path}): give --like the code object it was "
+                                       f"disassembled from")
             if len(like.kernels) == 1 and len(funcs) == 1:
                 name = funcs[0]
             else:
