@@ -272,6 +272,13 @@ print(f"FAIL: {{len(wrong)}} of {{len(SLICES)}} checked (batch, head) slices wro
 '''
 
 
+def _said(buffer: str, prediction: Optional[str]) -> str:
+    """What addrsim says of the case, for a script's header."""
+    return {"fail": f"predicts that {buffer.upper()} is read at the wrong place (expect FAIL)",
+            "pass": f"proves that {buffer.upper()} is read at the right place (expect PASS)",
+            None: f"could not decide whether {buffer.upper()} is read at the right place"}[prediction]
+
+
 def direct_script(plan, path: str, buffer: str, layout: str, shape: Dict[str, int], coords=None, why: str = "",
                   causal: bool = False, memory_bytes: int = 0, latent: Optional[tuple] = None,
                   prediction: Optional[str] = "fail") -> str:
@@ -286,9 +293,7 @@ def direct_script(plan, path: str, buffer: str, layout: str, shape: Dict[str, in
     b, hq, hk = shape["batch"], shape["nhead_q"], shape["nhead_k"]
     sq, sk, d, dv = shape["seqlen_q"], shape["seqlen_k"], shape["hdim_q"], shape["hdim_v"]
     coords_line = f"# addrsim's counterexample slice: batch_id={coords[0]} head_id={coords[1]}\n" if coords else ""
-    said = {"fail": f"predicts that {buffer.upper()} is read at the wrong place (expect FAIL)",
-            "pass": f"proves that {buffer.upper()} is read at the right place (expect PASS)",
-            None: f"could not decide whether {buffer.upper()} is read at the right place"}[prediction]
+    said = _said(buffer, prediction)
     note = ""
     if latent:
         note = (f"\n# The host ({_comment(latent[0])}) does not route this shape to this kernel: this script "
@@ -384,9 +389,7 @@ def script(kernel: str, path: str, buffer: str, layout: str, shape: Dict[str, in
                 f"(masked by:{masked or ' its conditions'}).\n# Through aiter's API this script is then expected "
                 f"to PASS (another kernel runs). It shows the bug only with\n# those conditions lifted (a patched "
                 f"host) or the kernel launched directly.")
-    said = {"fail": f"predicts that {buffer.upper()} is read at the wrong place (expect FAIL)",
-            "pass": f"proves that {buffer.upper()} is read at the right place (expect PASS)",
-            None: f"could not decide whether {buffer.upper()} is read at the right place"}[prediction]
+    said = _said(buffer, prediction)
     if latent:
         said += " where this kernel runs"
     return f'''#!/usr/bin/env python3

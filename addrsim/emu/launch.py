@@ -171,6 +171,13 @@ def _strided(mem: Memory, name: str, lay, tensor: str, shape, dims, dtype, data=
     return base, view
 
 
+def _float_args(names, scale: float) -> Dict[str, int]:
+    """The two binary32 arguments the host contracts leave free, among ``names``: ``scalar``
+    = the softmax scale, ``log2e`` (aiter mha_bwd.cu:613-614)."""
+    return {n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
+            if n in names}
+
+
 def _f32_bits(x: float) -> int:
     return struct.unpack("<I", struct.pack("<f", x))[0]
 
@@ -441,8 +448,7 @@ class _Run:
         ptrs.update({a: self.bases[s.name] for a, s in prob.arrays.items() if s.name in self.bases})   # group mode
         args = kernel_arguments(prob, self.env, ptrs, free)
         names = {a.name for a in k.args}
-        args.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
-                     if n in names})
+        args.update(_float_args(names, scale))
         grid = tuple(int(X.evaluate(prob.grid_count[prob.grid[ax].name], self.env)) for ax in "xyz")
         kept: List[tuple] = []
         tptr = self.bases.get(trace) if trace else None
@@ -600,15 +606,6 @@ class DirectLaunch:
     dq: str
     scale: float
 
-    def pack(self, addresses: Dict[str, int]) -> bytes:
-        """The kernarg segment with each tensor at ``addresses`` (tensor name -> byte address),
-        little-endian, as the script packs it."""
-        out = bytearray(self.kernarg_size)
-        for _, off, size, val in self.kernargs:
-            v = addresses[val] if isinstance(val, str) else val
-            out[off:off + size] = (v & ((1 << (8 * size)) - 1)).to_bytes(size, "little")
-        return bytes(out)
-
 
 def direct_launch(path, layout: str, shape: Dict[str, int], ms: ModelSet, like=None) -> DirectLaunch:
     """The :class:`DirectLaunch` of the kernel of ``path`` (a code object, or a listing with
@@ -641,8 +638,7 @@ def direct_launch(path, layout: str, shape: Dict[str, int], ms: ModelSet, like=N
     values = kernel_arguments(prob, env, ptrs, free)
     scale = 1.0 / float(np.sqrt(env["hdim_q"]))
     names = {a.name: a for a in k.args}
-    values.update({n: v for n, v in (("scalar", _f32_bits(scale)), ("log2e", _f32_bits(float(np.log2(np.e)))))
-                   if n in names})
+    values.update(_float_args(names, scale))
     args = [(n, names[n].offset, names[n].size, tensor_of.get(n, v)) for n, v in sorted(
         values.items(), key=lambda nv: names[nv[0]].offset if nv[0] in names else -1) if n in names]
     grid = tuple(int(X.evaluate(prob.grid_count[prob.grid[ax].name], env)) for ax in "xyz")
