@@ -49,13 +49,25 @@ class EntryRouting:
     shape: Optional[Dict[str, int]] = None
     reason: str = ""
     smt2: str = ""            # the routed check's undecided obligation (SMT-LIB2 file), if it wrote one
+    sites: Optional[List[int]] = None   # instruction addresses of the wraps its counterexample goes through
 
     def json(self) -> dict:
         out = {"entry": self.entry, "verdict": self.verdict, "reachable": self.reachable,
                "masked_by": self.masked_by, "shape": self.shape, "reason": self.reason}
         if self.smt2:
             out["smt2"] = self.smt2
+        if self.sites is not None:
+            out["wrap_pcs"] = self.sites
         return out
+
+
+def wrap_pcs(c) -> Optional[List[int]]:
+    """The instruction addresses of the wraps that change the address of the counterexample of
+    Check ``c`` (its ``overflow`` sites that matter); None when it has no counterexample.  A
+    root cause reads them to say whether a routed counterexample goes through its own wrap."""
+    if c.verdict != Verdict.COUNTEREXAMPLE:
+        return None
+    return sorted({w.pc for w in c.overflow if w.matters and w.pc is not None})
 
 
 @dataclass
@@ -244,7 +256,7 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None,
             # the kernel's failing shape is launched through ``e``: no rerun (and when it is
             # the least of the kernel's domain it is the least of the routed one, a subset)
             out.append(EntryRouting(e, Verdict.COUNTEREXAMPLE, True, [], dict(res.counterexample.shape),
-                                    res.reason or ""))
+                                    res.reason or "", sites=wrap_pcs(res)))
             continue
         r = run(e)
         masked: List[str] = []
@@ -258,7 +270,7 @@ def route(res, run: Callable[[str], object], reaches: Optional[Callable] = None,
         out.append(EntryRouting(e, r.verdict, reach if res.verdict == Verdict.COUNTEREXAMPLE else
                                 (None if r.verdict not in (Verdict.PROVED, Verdict.UNREACHABLE) else False),
                                 masked, r.counterexample.shape if r.counterexample is not None else None,
-                                r.reason or "", r.smt2 or ""))
+                                r.reason or "", r.smt2 or "", wrap_pcs(r)))
     verdicts = [x.verdict for x in out]
     if Verdict.COUNTEREXAMPLE in verdicts:
         v = Verdict.COUNTEREXAMPLE

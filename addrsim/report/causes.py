@@ -111,8 +111,28 @@ def _shape_rank(shape: Dict[str, int]) -> Tuple:
     return tuple(shape.get(v, 0) for v in SHAPE_ORDER)
 
 
-def _reach(checks: List[dict]) -> str:
-    r = [(c.get("routing") or {}).get("reachable") for c in checks]
+def entry_reach(e: dict, pc: Optional[int] = None) -> Optional[bool]:
+    """Whether host entry point ``e`` (a check's ``routing.entry_points`` item) reaches the
+    root cause at wrap ``pc``: its ``reachable``, except that a routed counterexample whose
+    wraps (``wrap_pcs``) are known and do not include ``pc`` shows the check reachable
+    through another wrap, not this one (None: not decided for this cause)."""
+    r = e.get("reachable")
+    if r is True and pc is not None and e.get("wrap_pcs") is not None and pc not in e["wrap_pcs"]:
+        return None
+    return r
+
+
+def _check_reach(c: dict, pc: Optional[int]) -> Optional[bool]:
+    r = c.get("routing") or {}
+    got = r.get("reachable")
+    if got is True and pc is not None:
+        each = [entry_reach(e, pc) for e in r.get("entry_points") or []]
+        return True if any(x is True for x in each) or not each else None
+    return got
+
+
+def _reach(checks: List[dict], pc: Optional[int] = None) -> str:
+    r = [_check_reach(c, pc) for c in checks]
     if any(x is True for x in r):
         return "reachable"
     if r and all(x is False for x in r):
@@ -173,9 +193,14 @@ def root_causes(kernel: dict) -> List[dict]:
     for c in kernel.get("checks") or []:
         if c.get("verdict") == Verdict.COUNTEREXAMPLE:
             groups.setdefault(_key(c), []).append(c)
+    follows = _consequences(groups)
     out = [_cause(key, cs) for key, cs in groups.items()]
-    for r, cs in zip(out, groups.values()):
-        r["findings"] = [fingerprint(kernel, c) for c in cs]
+    for r, key, cs in zip(out, groups, groups.values()):
+        more = follows.get(key, [])
+        r["checks"] += [check_name(c) for c in more]
+        if more:
+            r["consequences"] = [check_name(c) for c in more]
+        r["findings"] = [fingerprint(kernel, c) for c in cs + more]
         if r["kind"] == "formula":
             r["fix"] = fix_formula(cs, kernel.get("args"))
     limits: Dict[str, List[dict]] = {}
@@ -194,6 +219,31 @@ def root_causes(kernel: dict) -> List[dict]:
     out.sort(key=_triage)
     for i, r in enumerate(out, 1):
         r["id"] = i
+    return out
+
+
+def _consequences(groups: Dict[Tuple, List[dict]]) -> Dict[Tuple, List[dict]]:
+    """Formula root-cause key -> the bounds counterexamples that follow from its wrong offset,
+    moved out of ``groups`` (in place): a bounds check whose access reads or stores outside
+    the workgroup's own slice (a ``layout`` key) at the same access and the same smallest
+    shape as an address counterexample of the same buffer and layout with a formula cause.
+    The README kernel's SBHD LSE shortcut reads the slice of batch 0 from batch 1's
+    workgroup: one bug, not three root causes (issue 40).  Folded only when every check of
+    the layout key has such an address counterexample."""
+    formula = {}
+    for key, cs in groups.items():
+        if key[0] == "formula":
+            for c in cs:
+                if c.get("property", "address") == "address":
+                    formula[(c["buffer"], c["layout"], c["counterexample"].get("access_pc"),
+                             tuple(sorted(c["counterexample"]["shape"].items())))] = key
+    out: Dict[Tuple, List[dict]] = {}
+    for key in [k for k in groups if k[0] == "layout"]:
+        homes = [formula.get((c["buffer"], c["layout"], c["counterexample"].get("access_pc"),
+                              tuple(sorted(c["counterexample"]["shape"].items()))))
+                 if c.get("property") == "bounds" else None for c in groups[key]]
+        if homes and all(h is not None for h in homes) and len(set(homes)) == 1:
+            out.setdefault(homes[0], []).extend(groups.pop(key))
     return out
 
 
@@ -218,13 +268,15 @@ def _cause(key: Tuple, checks: List[dict]) -> dict:
     best = _least(checks)
     smallest = smallest_of(checks)
     r = {"id": 0, "kind": kind, "title": "", "where": None, "boundary": {}, "checks": [check_name(c) for c in checks],
-         "smallest": smallest, "reach": _reach(checks) if checks else "host", "fix": "", "findings": []}
+         "smallest": smallest, "reach": "host", "fix": "", "findings": []}
     site = None
     for c in checks if kind in ("wrap", "host cast") else ():
         w = _site(c)
         site = site or w
         if w is not None:
             r["boundary"].setdefault(c["layout"], w.get("shape_boundary") or w.get("boundary") or "")
+    if checks:
+        r["reach"] = _reach(checks, key[1] if kind == "wrap" and isinstance(key[1], int) else None)
     if r["reach"] == "latent" and best is not None:
         r["masked_by"] = list((best.get("routing") or {}).get("masked_by") or [])
     _describe(r, key, checks, site)

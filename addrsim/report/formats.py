@@ -394,7 +394,9 @@ def to_junit(reports: List[dict]) -> str:
         elif check.get("baseline") == "unchanged" and verdict != Verdict.PROVED:
             # the gate passes it: CI's colour is the gate's (issue 40)
             case.result = [Skipped(_x(f"unchanged since the baseline: {verdict}"
-                                      + (f" ({check['cause']})" if check.get("cause") else "")))]
+                                      + (f" ({check['cause']})" if check.get("cause") else "")
+                                      + (f"; fails another way: {check['baseline_change']}"
+                                         if check.get("baseline_change") else "")))]
         elif verdict == Verdict.COUNTEREXAMPLE:
             case.result = [_failure(check)]
         elif verdict != Verdict.PROVED:

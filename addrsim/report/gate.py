@@ -74,9 +74,9 @@ def findings(kernels: List[dict]) -> Dict[str, Tuple[dict, dict]]:
             if c.get("verdict") != Verdict.PROVED}
 
 
-def load_baseline(path: str) -> Dict[str, str]:
-    """Fingerprint -> verdict of the findings of an earlier ``--json`` report (of ``scan`` or
-    ``verify``).  Raises InputError naming the file when it is not one."""
+def load_baseline(path: str) -> Dict[str, dict]:
+    """Fingerprint -> :func:`signature` of the findings of an earlier ``--json`` report (of
+    ``scan`` or ``verify``).  Raises InputError naming the file when it is not one."""
     try:
         data = json.loads(_read(path, "baseline"))
     except OSError as e:
@@ -93,7 +93,36 @@ def load_baseline(path: str) -> Dict[str, str]:
         if not isinstance(checks, list) or not all(_check_ok(c) for c in checks):
             raise InputError(path, "the baseline is not an addrsim --json report (a kernel without a list of checks "
                                    "with a string buffer and layout and a known verdict)")
-    return {fp: c["verdict"] for fp, (_, c) in findings(data["kernels"]).items()}
+    return {fp: signature(c) for fp, (_, c) in findings(data["kernels"]).items()}
+
+
+def signature(check: dict) -> dict:
+    """What a finding's check says beyond its fingerprint: ``verdict``, and for a
+    counterexample its smallest ``shape``, whether that is proven ``minimal`` and the offset
+    ``difference`` in shape terms (a formula cause).  Two signatures of one fingerprint that
+    differ (:func:`change`) mean the same check fails another way."""
+    cex = check.get("counterexample") if isinstance(check.get("counterexample"), dict) else {}
+    shape = cex.get("shape") if isinstance(cex.get("shape"), dict) else None
+    return {"verdict": check.get("verdict"), "shape": shape, "minimal": bool(cex.get("minimal", True)),
+            "difference": str(check.get("difference_shape") or "")}
+
+
+def change(before, now: dict) -> str:
+    """How a finding of the baseline (its :func:`signature`; a bare verdict from an older
+    caller says nothing more) fails another way now: its offset difference changed, or its
+    smallest shape (both proven minimal, so not a minimisation budget's doing); "" when
+    neither, or nothing tells.  A patch that keeps a check failing, with the same cause, is
+    then shown, not passed as unchanged (issue 40)."""
+    if not isinstance(before, dict):
+        return ""
+    if before.get("difference") and now.get("difference") and before["difference"] != now["difference"]:
+        return f"extracted - expected was {before['difference']}, now {now['difference']}"
+    if before.get("shape") and now.get("shape") and before.get("minimal") and now.get("minimal") \
+            and before["shape"] != now["shape"]:
+        def text(sh):
+            return " ".join(f"{k}={v}" for k, v in sh.items())
+        return f"smallest shape was {text(before['shape'])}, now {text(now['shape'])}"
+    return ""
 
 
 def _check_ok(c) -> bool:
@@ -193,26 +222,33 @@ def _matches(entry: dict, kernel: dict, check: dict) -> bool:
     return all(entry[k] is None or fnmatch.fnmatchcase(values[k], entry[k]) for k in MATCH_KEYS)
 
 
-def gate(kernels: List[dict], baseline: Optional[Dict[str, str]], accepted: List[dict],
+def gate(kernels: List[dict], baseline: Optional[Dict[str, object]], accepted: List[dict],
          today: Optional[_dt.date] = None) -> dict:
     """Mark each finding of ``kernels`` (in place: ``baseline`` "new"/"unchanged" when a
     baseline is given, ``accepted`` {reason, entry} when an entry applies) and return the
     gate's summary: fingerprints ``new``, ``unchanged``, ``gone`` (in the baseline, and its
     check was made this run with another outcome), ``unchecked`` (in the baseline, its check
     not made this run: another --check, --buffer or --layout, or a kernel not scanned),
-    ``accepted``, ``failing`` (new, or any without a baseline, and not accepted), and the
-    entries ``stale`` (matching nothing) and ``expired``."""
+    ``accepted``, ``failing`` (new, or any without a baseline, and not accepted), ``changed``
+    ([fingerprint, how]: unchanged findings that fail another way, :func:`change`; marked
+    ``baseline_change`` on the check; they do not fail the gate), and the entries ``stale``
+    (matching nothing) and ``expired``.  ``baseline``: fingerprint -> :func:`signature` (or
+    a bare verdict)."""
     today = today or _dt.date.today()
     out = {"baseline": baseline is not None, "findings": 0, "new": [], "unchanged": [], "gone": [], "accepted": [],
-           "failing": [], "stale": [], "expired": []}
+           "failing": [], "changed": [], "stale": [], "expired": []}
     used = set()
     for fp, (k, c) in findings(kernels).items():
         out["findings"] += 1
-        c.pop("baseline", None)               # marks of an earlier gate over the same reports
-        c.pop("accepted", None)
+        for mark in ("baseline", "accepted", "baseline_change"):
+            c.pop(mark, None)                 # marks of an earlier gate over the same reports
         if baseline is not None:
             c["baseline"] = "unchanged" if fp in baseline else "new"
             out[c["baseline"]].append(fp)
+            how = change(baseline[fp], signature(c)) if fp in baseline else ""
+            if how:
+                c["baseline_change"] = how
+                out["changed"].append([fp, how])
         for e in accepted:
             if not _matches(e, k, c):
                 continue
@@ -249,13 +285,15 @@ def gate_status(summary: dict, kernels: List[dict]) -> int:
 
 def cause_state(cause: dict, summary: dict) -> Tuple[Optional[str], List[str]]:
     """(SARIF baselineState of a root cause: "new" when all its findings are new,
-    "unchanged" when none is, else "updated"; None without a baseline) and the fingerprints
-    of its findings that are accepted."""
+    "unchanged" when none is new or fails another way (``changed``), else "updated"; None
+    without a baseline) and the fingerprints of its findings that are accepted."""
     fps = cause.get("findings") or []
     new = [fp for fp in fps if fp in set(summary.get("new") or [])]
+    moved = {fp for fp, _ in summary.get("changed") or []}
     state = None
     if summary.get("baseline"):
-        state = "new" if fps and len(new) == len(fps) else "unchanged" if not new else "updated"
+        state = "new" if fps and len(new) == len(fps) else \
+            "unchanged" if not new and not moved.intersection(fps) else "updated"
     return state, [fp for fp in fps if fp in set(summary.get("accepted") or [])]
 
 
@@ -272,7 +310,8 @@ def gate_text(summary: dict) -> List[str]:
     total = summary.get("findings", n["new"] + n["unchanged"])
     if summary.get("baseline"):
         head = (f"gate: {n['failing']} failing (new and not accepted) of {total} finding(s): {n['new']} new, "
-                f"{n['unchanged']} unchanged, {n['accepted']} of them accepted; {n['gone']} gone since the baseline")
+                f"{n['unchanged']} unchanged" + (f" ({n['changed']} failing another way)" if n.get("changed") else "") +
+                f", {n['accepted']} of them accepted; {n['gone']} gone since the baseline")
     else:
         head = (f"gate (no baseline: every finding counts): {n['failing']} failing (not accepted) of {total} "
                 f"finding(s), {n['accepted']} accepted")
@@ -282,6 +321,8 @@ def gate_text(summary: dict) -> List[str]:
     lines = ["", head]
     lines += [f"  FAILING {fp}" for fp in summary["failing"]]
     lines += [f"  gone {fp}" for fp in summary["gone"]]
+    lines += [f"  changed {fp}: {shown(how, 300)} (still failing with the same cause; not new)"
+              for fp, how in summary.get("changed") or []]
     lines += [f"  stale accepted entry {e['entry']} ({shown(e['kernel'])}): matches no finding; reason was: "
               f"{shown(e['reason'], 200)}" for e in summary["stale"]]
     lines += [f"  expired accepted entry {e['entry']} ({shown(e['kernel'])}, expired {e['expires']}): its findings "

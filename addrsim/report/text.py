@@ -8,8 +8,10 @@ addrsim.report.causes.
 from __future__ import annotations
 
 from addrsim.prove.verdict import Cause, Verdict
-from addrsim.report.causes import check_name as _name, root_causes, smallest_check, summary_line, undecided_groups
+from addrsim.report.causes import (check_name as _name, entry_reach, root_causes, smallest_check, summary_line,
+                                   undecided_groups)
 import sys
+from typing import Optional
 
 
 def _signed(v: int) -> str:
@@ -54,11 +56,17 @@ def _short(text: str, limit: int = 300) -> str:
     return f"{' '.join(terms[:n])} ... ({len(terms) - n} more term(s), {len(text)} characters; full text in --json)"
 
 
-def _print_routing(c: dict, out) -> None:
+def _print_routing(c: dict, out, pc: Optional[int] = None) -> None:
+    """The routing lines of check ``c`` per host entry point; ``pc``: the wrap of the root
+    cause shown (a routed counterexample through another wrap does not make it reachable)."""
     r = c.get("routing") or {}
     for e in r.get("entry_points") or []:
-        if e["reachable"] is True:
-            shape = " ".join(f"{n}={v}" for n, v in (e.get("shape") or {}).items())
+        shape = " ".join(f"{n}={v}" for n, v in (e.get("shape") or {}).items())
+        if e["reachable"] is True and entry_reach(e, pc) is None:
+            other = ", ".join(f"{x:#x}" for x in e["wrap_pcs"]) or "none"
+            out.write(f"    routing through {r['host']} {e['entry']}: not decided for this wrap (the host reaches "
+                      f"{_name(c)} through another wrap: {other}, at {shape})\n")
+        elif e["reachable"] is True:
             out.write(f"    REACHABLE through {r['host']} {e['entry']}" + (f" (at {shape})" if shape else "") + "\n")
         elif e["reachable"] is False:
             out.write(f"    LATENT under {r['host']} {e['entry']}: masked by\n")
@@ -143,6 +151,9 @@ def _print_cause(r: dict, k: dict, out) -> None:
     out.write(f"\n  ROOT CAUSE {r['id']}: {r['title']}{line}\n")
     if r["checks"]:
         out.write(f"    breaks: {', '.join(r['checks'])}\n")
+    if r.get("consequences"):
+        out.write(f"    follows from it: {', '.join(r['consequences'])} (the wrong offset leaves the "
+                  f"workgroup's own slice at the same access and shape)\n")
     for lay, b in r["boundary"].items():
         out.write(f"    boundary ({lay}): {_short(b)}\n")
     sm = r.get("smallest")
@@ -156,7 +167,8 @@ def _print_cause(r: dict, k: dict, out) -> None:
             _print_cex_point(c, out, "      ")
             if r["kind"] == "formula" and c.get("extracted_shape"):
                 out.write(f"      offset ({c['layout']}): {_short(c['extracted_shape'])}; expected {c['expected']}\n")
-            _print_routing(c, out)
+            pc = (r.get("where") or {}).get("pc") if r["kind"] == "wrap" else None
+            _print_routing(c, out, pc)
     if r.get("fix"):
         out.write(f"    fix: {r['fix']}\n")
 
