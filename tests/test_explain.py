@@ -28,6 +28,12 @@ def test_real_kernel_lse_slice_is_short(real_kernel):
     assert len(e.lines) < 30
     assert any(ln.text == "s_lshr_b32 s62, s62, 6" and "BAs*batch_id" in ln.value for ln in e.lines)
     assert {"BAs", "seq_len", "Lse"} <= set(e.args)
+    # every lane, LSE's own V# case (waves 0-1; D's waves take the other), pointers read as 0
+    # (issue 40): no per-wave Piecewise, no pointer high word counted twice
+    assert e.offset == "4*head_id*seq_len + 4*(Mod(tid_x, 16)) + 4*floor(floor(BAs*batch_id/64)/4)"
+    (q,) = [x for x in explain(real_kernel, "q")][:1]
+    assert not any(w in q.offset for w in ("Piecewise", "4294967296", "ult(", "Q"))
+    assert q.offset.startswith("BAs*batch_id + Hs*head_id + ")
 
 
 def test_cli(real_kernel):

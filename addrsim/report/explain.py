@@ -39,8 +39,8 @@ class SliceLine:
 class Explanation:
     """The slice of one access of ``buffer`` in ``kernel``: ``lines`` in program order,
     ``args`` kernel argument -> (pc, text) of the load that read it (pc None when the
-    address reads it without a recorded load), ``offset`` the address minus the buffer's
-    pointer (sympy text)."""
+    address reads it without a recorded load), ``offset`` the byte offset of every lane with
+    the V# case of the buffer fixed and pointers read as 0 (sympy text, :func:`_lanes`)."""
 
     kernel: str
     buffer: str
@@ -71,6 +71,19 @@ def _nowrap(address) -> str:
         from addrsim.backends.sympy_text import readable, to_sympy_nowrap
         zero = {n: X.Const(0, v.width) for n, v in X.symbols(address).items() if v.kind in ("ptr", "lane")}
         return str(readable(to_sympy_nowrap(X.substitute(address, zero))))
+    except Exception:          # display only
+        return ""
+
+
+def _lanes(address) -> str:
+    """The byte offset of every lane of ``address`` (the V# case of the buffer fixed), with
+    every pointer argument read as 0, so that no pointer half, carry or V# word of the base
+    is left in it: the integer reading of each instruction (:func:`to_sympy`; 32-bit wraps
+    are verify's to decide, not shown here), the grid ids and lane (``tid_x``) terms kept.
+    "" when it cannot be read (display only)."""
+    try:
+        zero = {n: X.Const(0, v.width) for n, v in X.symbols(address).items() if v.kind == "ptr"}
+        return _text(X.substitute(address, zero), {}, limit=None)
     except Exception:          # display only
         return ""
 
@@ -117,8 +130,7 @@ def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: S
                     if o and o[1] not in lines:
                         lines[o[1]] = SliceLine(o[1], o[2], name, src.lines.get(o[1]))
             e.lines = [lines[p] for p in sorted(lines)]
-            base = X.zext(X.Sym(ptr, 48, "ptr"), 64)
-            e.offset = _text(X.sub(t.access.address, base), memo, limit=None)
+            e.offset = _lanes(t.address)
             e.offset_nowrap = _nowrap(t.access.address)
             out.append(e)
     return out
@@ -137,8 +149,9 @@ def format_explanations(exps: List[Explanation]) -> str:
             f"{a} (loaded at {p:#x})" if p is not None else a for a, (p, _) in e.args.items()))
         if e.offset_nowrap:
             out.append(f"  byte offset from the {e.buffer} pointer (lane 0, no 32-bit wrap): {e.offset_nowrap}")
-        hw = e.offset if len(e.offset) <= 2 * VALUE_CHARS else \
-            f"{len(e.offset)} characters (pointer halves, carries and the V# base each lane picks)"
-        out.append(f"  in hardware arithmetic: {hw}")
+        if e.offset:
+            every = e.offset if len(e.offset) <= 2 * VALUE_CHARS else e.offset[:2 * VALUE_CHARS] + \
+                f"... ({len(e.offset)} characters)"
+            out.append(f"  byte offset of every lane (tid_x), 32-bit wraps not shown: {every}")
         out.append("")
     return "\n".join(out)
