@@ -64,10 +64,32 @@ def _is_zero_test(c: Expr) -> bool:
     return isinstance(c, X.Op) and c.op == "eq" and isinstance(c.args[1], Const) and c.args[1].value == 0
 
 
+_RELATIONS = {"ult": sympy.StrictLessThan, "slt": sympy.StrictLessThan, "ule": sympy.LessThan,
+              "sle": sympy.LessThan, "eq": sympy.Eq}
+
+
+def _truth(c):
+    """The sympy condition a 1-bit reading ``c`` is true under, for a Piecewise: a comparison
+    function (``ult(BAs, Seqs)``) as the relation it names (``BAs < Seqs``; the signed ones
+    alike: the display reads non-negative values), ``xor(x, 1)`` as the negation of ``x``'s;
+    else ``Eq(c, 1)``."""
+    name = getattr(getattr(c, "func", None), "__name__", "")
+    if name in _RELATIONS and len(c.args) == 2:
+        return _RELATIONS[name](*c.args)
+    if name == "xor" and len(c.args) == 2 and 1 in c.args:
+        other = c.args[0] if c.args[1] == 1 else c.args[1]
+        return sympy.Not(_truth(other))
+    return sympy.Eq(c, 1)
+
+
 def _ite(n, a):
     if isinstance(n.args[2], X.Op) and n.args[2].op == "udiv" and _is_zero_test(n.args[0]):
         return a[2]                  # a proved division guarded against a zero divisor
-    return sympy.Piecewise((a[1], sympy.Eq(a[0], 1)), (a[2], True))
+    try:
+        cond = _truth(a[0])
+    except Exception:                # display only
+        cond = sympy.Eq(a[0], 1)
+    return sympy.Piecewise((a[1], cond), (a[2], True))
 
 
 def _cmp(n, a):

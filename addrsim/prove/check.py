@@ -45,7 +45,7 @@ from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, 
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.coverage import Fault, coverage
-from addrsim.prove.simplify import under_domain
+from addrsim.prove.simplify import merged_arms, under_domain
 from addrsim.prove.standin import StandIn, stand_in
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
 from addrsim.prove.verdict import Cause, Check, Records, ReplayFailure, Verdict, counterexample
@@ -917,8 +917,11 @@ def formulas(address: Expr, zero_ids, prob: Problem, buffer: str, symbolic: bool
             ptr0 = {n: X.Const(0, v.width) for n, v in X.symbols(full).items() if v.kind == "ptr" and n not in arrays}
             rng = ranges_of(prob)     # comparisons the domain decides over the integers folded (prove.simplify)
             ideal = lambda e: to_sympy_nowrap(under_domain(X.substitute(e, ptr0), rng))  # noqa: E731
+            # in shape terms, also arms that agree where the domain takes them (prove.simplify)
+            shaped = lambda e: to_sympy_nowrap(merged_arms(  # noqa: E731
+                under_domain(X.substitute(e, ptr0), rng), prob.domain, rng))
             out = (str(off), str(diff), sympy.expand(ideal(address) - ideal(reference(address, zero_ids, prob))),
-                   sympy.expand(ideal(full) - ideal(reference(full, zero_ids, prob))))
+                   sympy.expand(shaped(full) - shaped(reference(full, zero_ids, prob))))
     except Exception as e:  # formula display must never hide a verdict
         out = (f"<formula not shown: {type(e).__name__}>", "", None, None)
     return out if symbolic else out[:2]

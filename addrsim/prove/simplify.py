@@ -102,6 +102,53 @@ def under_domain(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Expr:
     return go(e)
 
 
+MERGE_RU = 1_000_000
+"""Resource units of one "do these arms agree" question (display, not a verdict)."""
+MERGE_MAX = 4
+"""At most this many ``ite`` nodes are asked about per expression (display only)."""
+
+
+def merged_arms(e: Expr, conds: List[Expr], ranges: Dict[str, Tuple[int, int]]) -> Expr:
+    """``e`` with each ``ite(c, a, b)`` whose arms agree wherever ``c`` holds (then it is
+    ``b``) or wherever it fails (then ``a``) in every model of ``conds``, over the integers
+    (the no-wrap reading shown), replaced by that arm.  The README kernel's LSE patched into
+    pattern B reads ``batch >= 2 ? 4*batch_id*nhead_q*seqlen_q : 4*batch_id*nhead_q`` in
+    SBHD: with batch 1, batch_id is 0 and both arms are 0, so it is shown as the first arm
+    alone (issue 40, item 3).  Each question within MERGE_RU units, at most MERGE_MAX of
+    them; an undecided one keeps the ``ite``.  Display only: it never makes a verdict."""
+    from addrsim.prove.query import Query
+    memo: Dict[int, Expr] = {}
+    asked = [0]
+
+    def agree(c: Expr, a: Expr, b: Expr) -> bool:
+        if asked[0] >= MERGE_MAX:
+            return False
+        asked[0] += 1
+        q = Query(list(conds) + [c], X.eq(a, b), ranges, MERGE_RU, "int")
+        q.cap = MERGE_RU
+        try:
+            return q.solve()[0] == "proved"
+        except Exception:      # display only: not decided
+            return False
+
+    def go(n: Expr) -> Expr:
+        if not isinstance(n, Op):
+            return n
+        if id(n) in memo:
+            return memo[id(n)]
+        args = tuple(go(a) for a in n.args)
+        out = X.rebuild(n, args) if any(a is not b for a, b in zip(args, n.args)) else n
+        if isinstance(out, Op) and out.op == "ite":
+            c, a, b = out.args
+            if agree(c, a, b):
+                out = b
+            elif agree(X.not_(c), a, b):
+                out = a
+        memo[id(n)] = out
+        return out
+    return go(e)
+
+
 def same_offset(a: Expr, b: Expr, conds: List[Expr], ranges, arith: str = "bv") -> Optional[bool]:
     """Is ``a == b`` (byte offsets over the same symbols) in every model of ``conds``?  True
     when proved, False when refuted, None when undecided within SAME_RU units."""
