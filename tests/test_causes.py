@@ -391,3 +391,46 @@ def test_a_wrap_fix_names_the_64_bit_form_of_its_instruction(instruction, wide):
     assert wide_form(instruction) == wide
     if wide:
         assert wide in _wrap_fix(instruction)
+
+
+def test_a_bounds_finding_that_follows_from_a_formula_cause_is_folded_into_it():
+    """Issue 40: the README kernel's SBHD LSE shortcut makes lse/sbhd wrong (formula) and,
+    at the same access and shape, its bounds check read another workgroup's slice (layout):
+    one root cause listing both, not two; a bounds finding at another access stays apart."""
+    small = dict(SHAPE, batch=2, nhead_q=1, seqlen_q=64, seqlen_k=64)
+    addr = _cex("lse", "sbhd", cause="formula", shape=small, difference="-4*batch_id*nhead_q*(seqlen_q - 1)",
+                reachable=False)
+    addr["difference_shape"] = "-4*batch_id*nhead_q*(seqlen_q - 1)"
+    follows = _cex("lse", "sbhd", cause="layout", shape=small, prop="bounds", reachable=None)
+    follows["reason"] = "access at 0x3bf0: reads outside the workgroup's own (batch, head) slice of lse"
+    apart = _cex("d", "sbhd", cause="layout", shape=small, prop="bounds", reachable=None)
+    apart["reason"] = "access at 0x3c00: reads outside the workgroup's own (batch, head) slice of d"
+    apart["counterexample"]["access_pc"] = 0x3c00
+    causes = root_causes(_kernel([addr, follows, apart]))
+    assert sorted((r["kind"], r["checks"]) for r in causes) == [("formula", ["lse/sbhd", "lse/sbhd bounds"]),
+                                                                ("layout", ["d/sbhd bounds"])]
+    [f] = [r for r in causes if r["kind"] == "formula"]
+    assert f["consequences"] == ["lse/sbhd bounds"] and f["reach"] == "latent" and len(f["findings"]) == 2
+    out = io.StringIO()
+    print_table({"kernels": [_kernel([addr, follows])]}, out)
+    assert "follows from it: lse/sbhd bounds" in out.getvalue() and out.getvalue().count("ROOT CAUSE") == 1
+
+
+def test_a_wrap_is_reachable_only_through_a_routed_counterexample_of_its_own_wrap():
+    """Issue 40: a check the host reaches through another wrap (its routed counterexample goes
+    through 0x2c34) does not make the kernel's wrap at 0x2c08 reachable: the cause's reach is
+    undecided and the text names the other wrap; through its own wrap it is reachable."""
+    def routed(pcs):
+        c = _cex("dk", "sbhd", prop="bounds", overflow=[_site(0x2c08, instruction="v_mul_i32_i24_e32 v5, s46, v28")])
+        c["routing"]["entry_points"] = [{"entry": "fmha_v3_bwd", "verdict": "counterexample", "reachable": True,
+                                         "masked_by": [], "shape": dict(SHAPE, batch=1), "reason": "",
+                                         "wrap_pcs": pcs}]
+        return _kernel([c])
+    [other] = root_causes(routed([0x2c34]))
+    assert other["reach"] == "routing unknown"
+    out = io.StringIO()
+    print_table({"kernels": [routed([0x2c34])]}, out)
+    assert "not decided for this wrap (the host reaches dk/sbhd bounds through another wrap: 0x2c34" in out.getvalue()
+    assert "REACHABLE" not in out.getvalue()
+    assert root_causes(routed([0x2c08]))[0]["reach"] == "reachable"
+    assert root_causes(routed(None))[0]["reach"] == "reachable"        # an older report: no wrap_pcs, as before

@@ -43,7 +43,7 @@ def test_exit_code_and_summary(scanned):
     # lse/sbhd is the kernel's shortcut bug, latent under the wheel's host (batch_stride_q >= stride_q)
     assert "bwd_hd128_bf16_a16_rtne.co" in p.stdout and "lse:CEX/CEX" in p.stdout
     assert "LATENT under aiter-0.1.7.post2.dev18" in p.stdout and "batch_stride_q >= stride_q" in p.stdout
-    assert "1 counterexample (latent)" in p.stdout and "1 counterexample (reachable)" in p.stdout
+    assert "2 counterexample (1 reachable, 1 latent)" in p.stdout
     assert "host limits" in p.stdout and "BAs (bhsd): nhead_q*seqlen_q >= 2**24" in p.stdout
     assert "routed from: dtype=bf16,hdim_q=128" in p.stdout
     assert "skipped 1 code object" in p.stdout and "notes.co" in p.stdout

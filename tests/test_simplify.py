@@ -44,3 +44,31 @@ def test_a_guard_between_two_shape_terms_is_decided_by_its_difference():
     k256 = X.const(256, 32)
     e = X.ite(X.ult(X.mul(X.mul(k256, N), S), X.mul(k256, N)), X.mul(B, N), X.mul(B, S))
     assert str(to_sympy_nowrap(under_domain(e, RANGES))) == "batch_id*seqlen_q"
+
+
+def test_arms_that_agree_where_the_domain_takes_them_are_merged():
+    """The README kernel's LSE under pattern B, in SBHD: batch <= 1 ? 4*batch_id*nhead_q :
+    4*batch_id*nhead_q*seqlen_q.  batch_id < batch, so with batch 1 both arms are 0: the
+    offset is the second arm everywhere.  Arms that differ where the guard holds (batch_id + 1)
+    keep the Piecewise, and so does a guard with no domain to decide it."""
+    from addrsim.prove.simplify import merged_arms
+    bt = X.Sym("batch", 32, "shape")
+    conds = [X.ult(B, bt), X.ule(X.const(1, 32), bt), X.ule(bt, X.const(4096, 32))]
+    ranges = dict(RANGES, batch=(1, 4096))
+    four = X.const(4, 32)
+    short, full = X.mul(X.mul(four, B), N), X.mul(X.mul(X.mul(four, B), N), S)
+    guard = X.ule(bt, X.const(1, 32))
+    assert str(to_sympy_nowrap(merged_arms(X.ite(guard, short, full), conds, ranges))) == "4*batch_id*nhead_q*seqlen_q"
+    assert str(to_sympy_nowrap(merged_arms(X.ite(X.not_(guard), full, short), conds, ranges))) == \
+        "4*batch_id*nhead_q*seqlen_q"
+    wrong = X.ite(guard, X.add(short, X.const(1, 32)), full)
+    assert "Piecewise" in str(to_sympy_nowrap(merged_arms(wrong, conds, ranges)))
+    assert "Piecewise" in str(to_sympy_nowrap(merged_arms(X.ite(guard, short, full), [], ranges)))
+
+
+def test_a_piecewise_condition_reads_as_the_relation_it_names():
+    """ult(a, b) as a Piecewise condition reads a < b, its negation (xor with 1) a >= b: no
+    Eq(xor(ult(...), 1), 1) in text."""
+    e = X.ite(X.xor(X.ult(N, S), X.const(1, 1)), B, X.mul(B, S))
+    text = str(to_sympy_nowrap(e))
+    assert "nhead_q >= seqlen_q" in text and "xor" not in text and "Eq(" not in text

@@ -33,7 +33,7 @@ from typing import Dict, Optional
 
 from addrsim.api import verify
 from addrsim.files import atomic_open
-from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, bounds_of, check_outputs
+from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, bounds_of, check_outputs, query_store
 from addrsim.errors import AddrsimError, InputError
 from addrsim.model.layout import VIEWS
 from addrsim.model.models import load_models
@@ -135,7 +135,7 @@ TOL = 1e-2                     # max |x - ref| / max |ref|, aiter's 0.01 (op_tes
 PERM = {perm!r}             # storage {storage} -> logical [b, s, h, d]
 SLICES = {slices!r}    # (batch_id, head_id) slices the reference checks: the counterexample's, a control
 BLOCK = 1024                   # query and key rows per block of the reference
-MEMORY_GIB = {memory_gib:.2f}             # every tensor of the family at this shape (addrsim's model)
+MEMORY_GIB = {memory_gib:.4g}             # every tensor of the family at this shape (addrsim's model)
 REF_MIB = {ref_mib:.0f}                  # the reference: one slice's fp32 tensors and its blocks
 
 
@@ -160,7 +160,7 @@ out, lse = FlashAttnFunc.apply(q, k, v, 0.0, scale, CAUSAL, (-1, -1, 0), None, N
                                torch.is_grad_enabled(), ATOMIC_FP32, BF16_CVT, None, None)
 out.backward(do)
 grads = {{"dq": q.grad, "dk": k.grad, "dv": v.grad}}
-print(f"tensors at this shape: {{MEMORY_GIB:.2f}} GiB (addrsim's model of the family); the reference adds "
+print(f"tensors at this shape: {{MEMORY_GIB:.3g}} GiB (addrsim's model of the family); the reference adds "
       f"about {{REF_MIB:.0f}} MiB (one slice at a time, {{BLOCK}} x {{BLOCK}} fp32 scores)")
 
 
@@ -255,7 +255,7 @@ torch.cuda.synchronize()
 ok(hip.hipModuleLaunchKernel(fn, *GRID, THREADS, 1, 1, 0, torch.cuda.current_stream().cuda_stream, None, extra),
    "hipModuleLaunchKernel")
 torch.cuda.synchronize()
-print(f"launched {{SYMBOL}} directly: grid {{GRID}} workgroups of {{THREADS}} threads; tensors {{MEMORY_GIB:.2f}} GiB")
+print(f"launched {{SYMBOL}} directly: grid {{GRID}} workgroups of {{THREADS}} threads; tensors {{MEMORY_GIB:.3g}} GiB")
 
 wrong = []
 for bi, hi in SLICES:          # dK and dV per query head (the kernel's expanded outputs)
@@ -315,7 +315,7 @@ TOL = 1e-2                     # max |x - ref| / max |ref|, aiter's 0.01 (op_tes
 SLICES = {slices_checked(shape, coords)!r}
 BLOCK = 1024                   # query and key rows per block of the reference
 SCALE = {plan.scale!r}
-MEMORY_GIB = {memory_bytes / 2**30:.2f}
+MEMORY_GIB = {memory_bytes / 2**30:.4g}
 GRID = {tuple(plan.grid)!r}    # workgroups (the family's grid at this shape)
 THREADS = {plan.threads}                # per workgroup (the code object's metadata)
 KERNARG_SIZE = {plan.kernarg_size}
@@ -424,6 +424,9 @@ def register(sub) -> None:
                     help="launch the code object itself (HIP module API) with the host's arguments, bypassing the "
                          "host's routing: shows a latent finding too")
     rp.add_argument("-o", "--output", metavar="FILE.py", help="write the script to FILE.py (default stdout)")
+    rp.add_argument("--cache-dir", metavar="DIR", default=None,
+                    help="the query cache verify's (default $ADDRSIM_CACHE/queries, i.e. ~/.cache/addrsim/queries)")
+    rp.add_argument("--no-cache", action="store_true", help="decide every query again (no query cache)")
 
 
 def _within_bounds(shape: Dict[str, int], bounds) -> None:
@@ -461,7 +464,7 @@ def run(args) -> int:
                 latent = _latent(chk)
         else:
             rep = verify(args.file, [args.buffer], [args.layout], models=models, bounds=bounds_of(args),
-                         timeout_ms=args.timeout, properties=("address",), like=args.like)
+                         timeout_ms=args.timeout, properties=("address",), like=args.like, cache=query_store(args))
             c = rep["kernels"][0]["checks"][0]
             if c["verdict"] != Verdict.COUNTEREXAMPLE:
                 sys.stderr.write(f"addrsim: {args.buffer}/{args.layout} is {c['verdict']}: no failing shape to "

@@ -433,10 +433,15 @@ def _marks(k: dict, rc: dict) -> List[str]:
 
 
 def _totals(counts: Dict[str, int], reports: List[dict]) -> str:
+    """The totals line: checks per verdict over the kernels, the counterexamples split by
+    routing (``4 counterexample (3 reachable, 1 latent)``), then the caches' notes."""
     cached = sum(1 for r in reports for k in r.get("kernels", []) if k.get("cached"))
     rejected = max((r.get("cache_rejected", 0) for r in reports), default=0)
-    return ("totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())) +
-            f" over {sum(len(r['kernels']) for r in reports)} kernel(s)" +
+    reach = ", ".join(f"{counts[f'counterexample ({k})']} {k}" for k in ("reachable", "latent", "routing unknown")
+                      if counts.get(f"counterexample ({k})"))
+    words = [f"{v} {k}" + (f" ({reach})" if k == Verdict.COUNTEREXAMPLE and reach else "")
+             for k, v in sorted(counts.items()) if not k.startswith("counterexample (")]
+    return (f"totals over {sum(len(r['kernels']) for r in reports)} kernel(s): " + ", ".join(words) + " (checks)" +
             (f" ({cached} read from the query cache: same code object, models and settings)" if cached else "") +
             (f"; {rejected} query cache line(s) ignored ({REJECTED_WHY})" if rejected else "") +
             "".join(sorted({f"; query cache: {r['cache_note']}" for r in reports if r.get("cache_note")})))
