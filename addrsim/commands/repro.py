@@ -237,7 +237,21 @@ dk, dv, dq = alloc("dk"), alloc("dv"), alloc("dq" if DQ == "direct" else "dq_acc
 tensors = {{"q": q, "k": k, "v": v, "do": do, "lse": lse, "d": dd, "dk": dk, "dv": dv, "dq": dq, "dq_acc": dq}}
 args = ctypes.create_string_buffer(pack_kernargs({{n: t.data_ptr() for n, t in tensors.items()}}), KERNARG_SIZE)
 size = ctypes.c_size_t(KERNARG_SIZE)
-hip = ctypes.CDLL("libamdhip64.so")
+
+
+def hip_runtime():
+    """The HIP runtime PyTorch already loaded (its path from /proc/self/maps), so the module,
+    the stream and the tensors live in one runtime; libamdhip64.so from the loader's path
+    only when PyTorch mapped none."""
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = sorted({{ln.split()[-1] for ln in maps if "libamdhip64.so" in ln and "/" in ln}})
+    except OSError:
+        paths = []
+    return ctypes.CDLL(paths[0] if paths else "libamdhip64.so")
+
+
+hip = hip_runtime()
 hip.hipModuleLaunchKernel.argtypes = [ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3
 
 
