@@ -84,8 +84,11 @@ def verify(path, buffers: Optional[Sequence[str]] = None, layouts: Sequence[str]
     kernel without the buffer's pointer argument, malformed model file), ToolError (no
     usable llvm-objdump) and TypeError (an unknown option keyword)."""
     opts = options if options is not None else Options.of(**option_kw)
+    # a name given twice (--layout sbhd --layout sbhd, --check address,address) is checked once
+    layouts, properties = list(dict.fromkeys(layouts)), tuple(dict.fromkeys(properties))
     ms = _validated(path, opts, properties, layouts, models or load_models(model_files), host)
-    buffers, explicit = (list(buffers), require_buffers) if buffers is not None else (list(ms.buffers), False)
+    buffers, explicit = (list(dict.fromkeys(buffers)), require_buffers) if buffers is not None \
+        else (list(ms.buffers), False)
     for b in buffers:
         if b not in ms.buffers:
             raise InputError(path, unknown_name("buffer", b, ms.buffers))

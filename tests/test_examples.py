@@ -147,3 +147,19 @@ def test_group_mode_rows_placed_by_another_sequence_are_refuted(tmp_path):
     seq = {int(k): int(v) for k, v in x["arrays"]["seqstart_q"].items()}
     b = x["coords"]["batch_id"]
     assert (seq.get(1, 0) - seq.get(0, 0) - 1) // 64 != (seq.get(b + 1, 0) - seq.get(b, 0) - 1) // 64
+
+
+def test_a_name_given_twice_is_checked_once(tmp_path):
+    """A fresh-user trial (issue 40): --layout sbhd --layout sbhd, --buffer lse --buffer lse
+    or --check address,address ended in an internal error (KeyError); each is checked, and
+    shown, once."""
+    import sys
+    from addrsim import api
+    co = build("lsed_bas_shortcut", tmp_path)
+    rep = api.verify(co, ["lse", "lse"], ["sbhd", "sbhd"], model_files=[MODEL], properties=("address", "address"))
+    assert [(c["buffer"], c["layout"], c["property"]) for c in rep["kernels"][0]["checks"]] == [
+        ("lse", "sbhd", "address")]
+    p = subprocess.run([sys.executable, "-m", "addrsim", "verify", str(co), "--model", MODEL, "--buffer", "lse",
+                        "--buffer", "lse", "--layout", "sbhd", "--layout", "sbhd", "--check", "address,address"],
+                       capture_output=True, text=True)
+    assert p.returncode == 1 and "internal error" not in p.stderr and p.stdout.count("address  lse") == 1

@@ -34,6 +34,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     for mod in COMMANDS.values():
         mod.register(sub)
     args = p.parse_args(argv)
+    for name in ("buffer", "layout", "check"):          # a name given twice is checked (and shown) once
+        if isinstance(getattr(args, name, None), list):
+            setattr(args, name, list(dict.fromkeys(getattr(args, name))))
     return COMMANDS[args.cmd].run(args)
 
 
