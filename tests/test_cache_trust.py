@@ -140,3 +140,28 @@ def test_a_forged_scan_report_is_not_read_and_the_run_says_so(tmp_path):
     again = subprocess.run(argv, capture_output=True, text=True, env=env)
     assert again.returncode == 1 and "CEX" in again.stdout
     assert f"{len(forged)} query cache line(s) ignored" in again.stdout
+
+
+def test_workers_racing_on_a_fresh_folder_all_get_the_one_key(tmp_path, monkeypatch):
+    """A fresh-user trial (issue 40): `scan --jobs 2` on a new --cache-dir once read the key
+    file between another worker's create and write, found it empty, and ran with the cache in
+    memory only.  The key is now linked into place whole; eight processes started together
+    all read the same 64 hex digits, and no temporary file is left."""
+    import multiprocessing
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    ctx = multiprocessing.get_context("fork")
+    with ctx.Pool(8) as pool:
+        keys = pool.map(secret_key, [str(tmp_path)] * 8)
+    assert len(set(keys)) == 1 and keys[0] is not None and len(keys[0]) == 64
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["key"]
+
+
+def test_a_key_file_still_being_written_is_waited_for(tmp_path, monkeypatch):
+    """An empty key file (another process, of an older addrsim, created it and writes it a
+    moment later) is read again until it holds the key, not given up at once."""
+    import threading
+    monkeypatch.delenv(KEY_ENV, raising=False)
+    key = tmp_path / "key"
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    threading.Timer(0.2, lambda: (os.write(fd, b"a" * 64), os.close(fd))).start()
+    assert secret_key(tmp_path) == b"a" * 64

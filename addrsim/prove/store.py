@@ -34,6 +34,7 @@ import json
 import os
 import secrets
 import stat
+import time
 from dataclasses import fields
 from functools import lru_cache
 from pathlib import Path
@@ -147,16 +148,48 @@ def secret_key(directory) -> Optional[bytes]:
     if env:
         return env if len(env) >= 32 else None
     path = Path(directory) / "key"
+    if not _made_key(path):
+        return None
+    for _ in range(KEY_WAITS):
+        key = _read_key(path)
+        if key is None or len(key) >= 32:
+            return key
+        time.sleep(0.05)        # another process made the file and has not written it yet (an older addrsim)
+    return None
+
+
+KEY_WAITS = 40
+"""Reads of a key file shorter than 32 bytes, 50 ms apart, before the cache is given up."""
+
+
+def _made_key(path: Path) -> bool:
+    """``path`` exists, made here if missing: 32 random bytes written to a private temporary
+    file, then hard-linked to ``path``, so a concurrent reader (the workers of ``--jobs 2`` on a
+    fresh cache folder) sees the whole key or no file, never an empty one.  False when it
+    cannot be made."""
+    if path.exists() or path.is_symlink():
+        return True
+    tmp = path.with_name(f"key.{os.getpid()}.{secrets.token_hex(4)}.tmp")
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             os.write(fd, secrets.token_hex(32).encode())
         finally:
             os.close(fd)
-    except FileExistsError:
-        pass
+        try:
+            os.link(tmp, path)
+        except FileExistsError:
+            pass                 # another process linked its key first: that one is the cache's
+        finally:
+            os.unlink(tmp)
     except OSError:
-        return None
+        return path.exists()
+    return True
+
+
+def _read_key(path: Path) -> Optional[bytes]:
+    """The key file's bytes (stripped); None when it is not safe (not a regular file, not
+    owned by this user, readable or writable by group or others, over 4 KiB) or unreadable."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
         try:
@@ -164,12 +197,11 @@ def secret_key(directory) -> Optional[bytes]:
             if (not stat.S_ISREG(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077
                     or st.st_size > 4096):
                 return None
-            key = os.read(fd, 4096).strip()
+            return os.read(fd, 4096).strip()
         finally:
             os.close(fd)
     except OSError:
         return None
-    return key if len(key) >= 32 else None
 
 
 class Store(dict):
