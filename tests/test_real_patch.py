@@ -63,3 +63,23 @@ def test_pattern_b_patch_of_the_readme_kernel_is_proved_diffed_gated_and_runs_ri
 
     r = _addrsim("run", fix, "--like", real_kernel, "--layout", "sbhd", "--shape", "batch=2,nhead_q=2,seqlen_q=128")
     assert ": RIGHT (" in r.stdout and "WRONG" not in r.stdout
+
+
+def test_an_inverted_branch_is_worse_in_diff_and_fails_the_gate(real_kernel, tmp_path):
+    """A fresh-user trial's wrong patch: s_cbranch_scc1 instead of scc0 multiplies the BHSD and
+    BSHD batch term by seq_len (wrong at batch 2, 0.25 MiB) and leaves SBHD's bug.  BHSD/BSHD
+    were counterexamples already (a 32-bit wrap at 38 GiB), so the verdict word is the same;
+    diff calls them worse (NEW fails below OLD's proven-minimal counterexample) and exits 1,
+    and the gate counts them new."""
+    fix = _patched(real_kernel, tmp_path)
+    wrong = tmp_path / "wrong_br.txt"
+    wrong.write_text(fix.read_text().replace("s_cbranch_scc0 lse_batch_done", "s_cbranch_scc1 lse_batch_done"))
+    cache = ["--cache-dir", tmp_path / "q"]
+    d = _addrsim("diff", real_kernel, wrong, "--like", real_kernel, *LSE_D, "--layout", "bhsd", "--layout", "sbhd",
+                 *cache, ok=(1,)).stdout
+    assert "address  lse    bhsd    counterexample  counterexample  worse" in d
+    assert "summary: WORSE (fails below OLD's least counterexample, where OLD holds) lse/bhsd, d/bhsd" in d
+    _addrsim("verify", real_kernel, *LSE_D, "--layout", "bhsd", *cache, "--json", tmp_path / "base.json", ok=(1,))
+    g = _addrsim("scan", wrong, "--like", real_kernel, *LSE_D, "--layout", "bhsd", *cache,
+                 "--baseline", tmp_path / "base.json", ok=(1,)).stdout
+    assert "FAILING gfx942/bwd_hd128_bf16_a16_rtne.co:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/bhsd" in g

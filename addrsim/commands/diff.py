@@ -18,14 +18,18 @@ a difference of 0 and the change ``fixed``.  A change is one of:
 - ``lost``: proved in OLD, unknown or unsupported in NEW (not a refutation: undecided);
 - ``proved``: unknown or unsupported in OLD, proved in NEW;
 - ``changed``: another verdict change (e.g. counterexample to unknown);
+- ``worse``: a counterexample on both sides, NEW's below OLD's proven-minimal one in the
+  minimisation order (batch, nhead_q, seqlen_q, ..., then batch_id, head_id, tile, lane), so
+  NEW fails where OLD holds (a regression hidden under a bug that carries over: a branch
+  inverted in a patch turns a 38 GiB wrap into a wrong offset at batch 2);
 - ``same``: the same verdict.
 
 The summary names the bugs (counterexamples) NEW fixed, the new ones, and those that carry
 over (a counterexample on both sides: a port "carries over, bugs included").
 
-Exit status (:func:`diff_status`): 1 when NEW breaks anything OLD proved or has a
-counterexample OLD did not, 2 when it only loses a proof (undecided), 0 otherwise; 3 bad
-input, as everywhere.
+Exit status (:func:`diff_status`): 1 when NEW breaks anything OLD proved, has a
+counterexample OLD did not, or fails where OLD holds (``worse``), 2 when it only loses a
+proof (undecided), 0 otherwise; 3 bad input, as everywhere.
 """
 from __future__ import annotations
 
@@ -42,6 +46,7 @@ from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
 from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
 from addrsim.prove.verdict import Verdict
+from addrsim.report.gate import below
 
 DIFF_CHARS = 400
 
@@ -155,6 +160,8 @@ def diff(old, new, buffers: Optional[Sequence[str]] = None, layouts: Sequence[st
                 same = decided if decided is not None else same
                 d_shape = "" if same else d_shape
             ch = classify(c["verdict"], d["verdict"])
+            if ch == "same" and below(d, c):
+                ch = "worse"
             tag = f"{key[0]}/{key[1]}" + (" bounds" if key[2] == "bounds" else "")
             counts.setdefault(ch, []).append(tag if len(pairs) == 1 else f"{b}:{tag}")
             entry["checks"].append({"buffer": key[0], "layout": key[1], "property": key[2],
@@ -185,7 +192,8 @@ def _common_buffers(old, new, lo, ln, ms) -> List[str]:
 def _side(c: dict) -> dict:
     x = c.get("counterexample")
     return {"verdict": c["verdict"], "cause": c.get("cause"), "extracted": c["extracted"], "reason": c.get("reason"),
-            "shape": x["shape"] if x else None, "coords": x["coords"] if x else None}
+            "shape": x["shape"] if x else None, "coords": x["coords"] if x else None,
+            "lane": x.get("lane") if x else None, "minimal": bool(x.get("minimal")) if x else None}
 
 
 def bug_changes(out: dict) -> Dict[str, List[str]]:
@@ -194,13 +202,14 @@ def bug_changes(out: dict) -> Dict[str, List[str]]:
     counterexample in NEW where OLD had none: broke, or was undecided), ``undecided`` (a
     counterexample in OLD, unknown or unsupported in NEW: not shown fixed).  Each a list of
     ``buffer/layout[ bounds]``."""
-    got: Dict[str, List[str]] = {"carried": [], "fixed": [], "broke": [], "new": [], "undecided": []}
+    got: Dict[str, List[str]] = {"carried": [], "fixed": [], "broke": [], "worse": [], "new": [], "undecided": []}
     for k in out["kernels"]:
         for c in k["checks"]:
             tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c["property"] == "bounds" else "")
             o, n = c["old"]["verdict"], c["new"]["verdict"]
             cex = Verdict.COUNTEREXAMPLE
-            key = ("carried" if o == n == cex else "fixed" if o == cex and n == Verdict.PROVED else
+            key = ("worse" if c["change"] == "worse" else
+                   "carried" if o == n == cex else "fixed" if o == cex and n == Verdict.PROVED else
                    "broke" if n == cex and o == Verdict.PROVED else "new" if n == cex and o != cex else
                    "undecided" if o == cex else None)
             if key:
@@ -218,7 +227,9 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
                 "(no common buffer, or no kernels paired)")
     bugs = bug_changes(out)
     parts = []
-    for key, word in (("fixed", "fixed"), ("broke", "BROKE"), ("new", "NEW bugs (undecided before)"),
+    for key, word in (("fixed", "fixed"), ("broke", "BROKE"), ("worse", "WORSE (fails below OLD's least "
+                                                                       "counterexample, where OLD holds)"),
+                      ("new", "NEW bugs (undecided before)"),
                       ("carried", "bugs that carry over"),
                       ("undecided", "bugs no longer shown but not proved fixed")):
         if bugs[key]:
@@ -260,7 +271,7 @@ def diff_status(report: dict) -> int:
     changes = {c["change"] for k in report["kernels"] for c in k["checks"]}
     if not changes:
         return 2
-    if "broke" in changes or bug_changes(report)["new"]:      # a proof broken, or a new counterexample
+    if "broke" in changes or "worse" in changes or bug_changes(report)["new"]:   # broken, worse, or a new bug
         return 1
     if "lost" in changes:
         return 2

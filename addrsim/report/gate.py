@@ -74,6 +74,18 @@ def findings(kernels: List[dict]) -> Dict[str, Tuple[dict, dict]]:
             if c.get("verdict") != Verdict.PROVED}
 
 
+def worse(before, now: dict) -> bool:
+    """Does a finding that fails another way (:func:`change`) fail the gate: another wrong
+    offset (a different bug under the same name), or a counterexample below the baseline's
+    proven-minimal one (it fails where the baseline held)?"""
+    if not isinstance(before, dict):
+        return False
+    if before.get("difference") and now.get("difference") and before["difference"] != now["difference"]:
+        return True
+    return below({"verdict": now.get("verdict"), "counterexample": now.get("counterexample")},
+                 {"verdict": before.get("verdict"), "counterexample": before.get("counterexample")})
+
+
 def load_baseline(path: str) -> Dict[str, dict]:
     """Fingerprint -> :func:`signature` of the findings of an earlier ``--json`` report (of
     ``scan`` or ``verify``).  Raises InputError naming the file when it is not one."""
@@ -96,6 +108,32 @@ def load_baseline(path: str) -> Dict[str, dict]:
     return {fp: signature(c) for fp, (_, c) in findings(data["kernels"]).items()}
 
 
+def point(x: dict) -> Tuple[int, ...]:
+    """A counterexample's place in the minimisation order (shape variables as in
+    :data:`addrsim.prove.query.ORDER`, then batch_id, head_id, the other grid ids by name,
+    lane): what "least" means for a proven-minimal one."""
+    grid = dict(x.get("grid") or x.get("coords") or {})
+    ids = [grid.pop("batch_id", 0), grid.pop("head_id", 0)] + [grid[k] for k in sorted(grid)]
+    shape = x.get("shape") or {}
+    return tuple(shape.get(v, 0) for v in ORDER) + tuple(ids) + (x.get("lane") or 0,)
+
+
+ORDER = ("batch", "nhead_q", "seqlen_q", "nhead_k", "seqlen_k", "hdim_q", "hdim_v", "total_q", "total_k")
+"""The shape variables in minimisation order (:data:`addrsim.prove.query.ORDER`; a test holds them equal)."""
+
+
+def below(new: dict, old: dict) -> bool:
+    """Do both checks (report dicts) have a counterexample, OLD's proven minimal, and NEW's
+    strictly below it (:func:`point`)?  Then OLD holds at NEW's counterexample (nothing below
+    its least one fails), so NEW fails where OLD does not: a regression under a bug that
+    carries over."""
+    xn, xo = new.get("counterexample"), old.get("counterexample")
+    if new.get("verdict") != Verdict.COUNTEREXAMPLE or old.get("verdict") != Verdict.COUNTEREXAMPLE \
+            or not isinstance(xn, dict) or not isinstance(xo, dict) or not xo.get("minimal"):
+        return False
+    return point(xn) < point(xo)
+
+
 def signature(check: dict) -> dict:
     """What a finding's check says beyond its fingerprint: ``verdict``, and for a
     counterexample its smallest ``shape``, whether that is proven ``minimal`` and the offset
@@ -104,7 +142,8 @@ def signature(check: dict) -> dict:
     cex = check.get("counterexample") if isinstance(check.get("counterexample"), dict) else {}
     shape = cex.get("shape") if isinstance(cex.get("shape"), dict) else None
     return {"verdict": check.get("verdict"), "shape": shape, "minimal": bool(cex.get("minimal", True)),
-            "difference": str(check.get("difference_shape") or "")}
+            "difference": str(check.get("difference_shape") or ""),
+            "counterexample": cex if shape is not None else None}
 
 
 def change(before, now: dict) -> str:
@@ -112,7 +151,7 @@ def change(before, now: dict) -> str:
     caller says nothing more) fails another way now: its offset difference changed, or its
     smallest shape (both proven minimal, so not a minimisation budget's doing); "" when
     neither, or nothing tells.  A patch that keeps a check failing, with the same cause, is
-    then shown, not passed as unchanged (issue 40)."""
+    then shown, not passed as unchanged (issue 40); :func:`worse` says whether it fails."""
     if not isinstance(before, dict):
         return ""
     if before.get("difference") and now.get("difference") and before["difference"] != now["difference"]:
@@ -230,8 +269,9 @@ def gate(kernels: List[dict], baseline: Optional[Dict[str, object]], accepted: L
     check was made this run with another outcome), ``unchecked`` (in the baseline, its check
     not made this run: another --check, --buffer or --layout, or a kernel not scanned),
     ``accepted``, ``failing`` (new, or any without a baseline, and not accepted), ``changed``
-    ([fingerprint, how]: unchanged findings that fail another way, :func:`change`; marked
-    ``baseline_change`` on the check; they do not fail the gate), and the entries ``stale``
+    ([fingerprint, how]: findings of the baseline that fail another way, :func:`change`;
+    marked ``baseline_change`` on the check; those :func:`worse` says are counted new and
+    fail the gate, the others unchanged), and the entries ``stale``
     (matching nothing) and ``expired``.  ``baseline``: fingerprint -> :func:`signature` (or
     a bare verdict)."""
     today = today or _dt.date.today()
@@ -249,6 +289,10 @@ def gate(kernels: List[dict], baseline: Optional[Dict[str, object]], accepted: L
             if how:
                 c["baseline_change"] = how
                 out["changed"].append([fp, how])
+                if worse(baseline[fp], signature(c)):
+                    c["baseline"] = "new"            # another bug under the same name: it fails the gate
+                    out["unchanged"].remove(fp)
+                    out["new"].append(fp)
         for e in accepted:
             if not _matches(e, k, c):
                 continue
@@ -321,7 +365,10 @@ def gate_text(summary: dict) -> List[str]:
     lines = ["", head]
     lines += [f"  FAILING {fp}" for fp in summary["failing"]]
     lines += [f"  gone {fp}" for fp in summary["gone"]]
-    lines += [f"  changed {fp}: {shown(how, 300)} (still failing with the same cause; not new)"
+    new = set(summary.get("new") or [])
+    lines += [f"  changed {fp}: {shown(how, 300)} " + ("(another bug under the same name, or failing where the "
+                                                        "baseline held: counted new)" if fp in new else
+                                                        "(still failing with the same cause, not worse: unchanged)")
               for fp, how in summary.get("changed") or []]
     lines += [f"  stale accepted entry {e['entry']} ({shown(e['kernel'])}): matches no finding; reason was: "
               f"{shown(e['reason'], 200)}" for e in summary["stale"]]
