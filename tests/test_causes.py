@@ -374,6 +374,21 @@ def test_scan_folds_a_root_cause_its_sibling_kernels_share():
     assert "in 1 kernel(s): gfx942/bwd_hd128_fp16.co" in text and "root causes (2, each once" in text
 
 
+def test_scan_folds_a_shared_root_cause_whose_instruction_sits_elsewhere_in_a_sibling():
+    """A fresh-user trial (issue 40): fp16's code sits 8 bytes after bf16's, so its copy of the
+    wrap at 0x2b4c is at 0x2b54; the same cause (instruction, checks, boundary) is one block,
+    naming the other address and its kernel."""
+    from addrsim.commands.scan import Corpus, findings_text
+    kernels = []
+    for name, pc in (("bf16_rtne", 0x2b4c), ("bf16_rtz", 0x2b4c), ("fp16", 0x2b54)):
+        k = _kernel([_cex("q", "bhsd", overflow=[_site(pc)])])
+        k["file"] = f"/x/bwd_hd128_{name}.co"
+        kernels.append(k)
+    text = "\n".join(findings_text(kernels, Corpus()))
+    assert "root causes (1, each once" in text and "in 3 kernel(s)" in text
+    assert "32-bit wrap at 0x2b4c: s_add_u32 s55, s61, s62 (0x2b54 in gfx942/bwd_hd128_fp16.co)" in text
+
+
 @pytest.mark.parametrize("instruction, wide", [
     ("s_mul_i32 s60, s2, s60", "s_mul_hi_u32 sHI, s2, s60 before s_mul_i32 s60, s2, s60 (which overwrites s60)"),
     ("s_mul_i32 s7, s2, s60", "s_mul_i32 s7, s2, s60 then s_mul_hi_u32 sHI, s2, s60"),
@@ -434,3 +449,10 @@ def test_a_wrap_is_reachable_only_through_a_routed_counterexample_of_its_own_wra
     assert "REACHABLE" not in out.getvalue()
     assert root_causes(routed([0x2c08]))[0]["reach"] == "reachable"
     assert root_causes(routed(None))[0]["reach"] == "reachable"        # an older report: no wrap_pcs, as before
+
+
+def test_a_work_item_past_wave_0_is_named_with_its_wave_and_lane():
+    """A fresh-user trial (issue 40): "lane=64" read as a lane a wave does not have."""
+    from addrsim.report.text import lane_text
+    assert lane_text(5) == "lane=5" and lane_text(64) == "tid_x=64 (wave 1, lane 0)"
+    assert lane_text(200) == "tid_x=200 (wave 3, lane 8)"

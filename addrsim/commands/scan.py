@@ -344,7 +344,9 @@ def summary(reports: List[dict], corpus: Corpus, layouts: Sequence[str]) -> str:
     limits = [(k, lim) for r in reports for k in r.get("kernels", []) for lim in k.get("host_limits") or []]
     if limits:
         out.append("")
-        out.append(f"host limits (the host's u32 casts; not kernel counterexamples): {len(limits)}")
+        distinct = len({(k.get("host"), lim["argument"], lim["layout"], lim["boundary"]) for k, lim in limits})
+        out.append(f"host limits (the host's u32 casts; not kernel counterexamples): {distinct} distinct, "
+                   f"{len(limits)} over the kernels")
         seen = set()
         for k, lim in limits:
             key = (k.get("host"), lim["argument"], lim["layout"], lim["boundary"])
@@ -397,20 +399,31 @@ def findings_text(kernels: List[dict], corpus: Corpus) -> List[str]:
     """Every kernel's summary line and undecided reasons, then each root cause once, with the
     kernels it is found in (identical blocks of sibling kernels fold into one: issue 40)."""
     out: List[str] = []
-    folded: Dict[Tuple[str, ...], List[str]] = {}
+    folded: Dict[Tuple[str, ...], List[Tuple[str, str]]] = {}
+    first: Dict[Tuple[str, ...], List[str]] = {}
     for k in kernels:
         head, blocks, rest = _kernel_findings(k, corpus)
         out += head + rest
         for b in blocks:
-            folded.setdefault(tuple(b), []).append(kernel_label(k))
+            key = tuple(_PC.sub("0x?", line) for line in b)      # a sibling's code may sit some bytes later
+            first.setdefault(key, b)
+            folded.setdefault(key, []).append((kernel_label(k), b[0]))
     if folded:
         out += ["", f"root causes ({len(folded)}, each once; the kernels it is found in):"]
-    for n, (block, names) in enumerate(folded.items(), 1):
+    for n, (key, found) in enumerate(folded.items(), 1):
+        names = [name for name, _ in found]
         shown_names = ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
-        out.append(f"  [{n}] {block[0]}")
+        block = first[key]
+        moved = [f"{', '.join(_PC.findall(title))} in {name}" for name, title in found if title != block[0]]
+        out.append(f"  [{n}] {block[0]}" + (f" ({'; '.join(moved[:4])}" + (" ..." if len(moved) > 4 else "") + ")"
+                                            if moved else ""))
         out.append(f"      in {len(names)} kernel(s): {shown_names}")
         out += list(block[1:])
     return out
+
+
+_PC = re.compile(r"\b0x[0-9a-f]+\b")
+"""An instruction address in a root cause's text: sibling kernels fold whatever their code's offset."""
 
 
 def _written(args) -> str:

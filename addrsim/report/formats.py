@@ -34,6 +34,7 @@ from addrsim.files import atomic_open
 from addrsim.prove.verdict import Verdict
 from addrsim.report.causes import check_name, root_causes, smallest_check, smallest_of
 from addrsim.report.gate import cause_state, fingerprint
+from addrsim.report.text import lane_text
 import io
 import json
 import os
@@ -342,7 +343,7 @@ def _failure(check: dict) -> Failure:
     if cex:
         lines.append(f"shape: {_shape_text(cex.get('shape'))}")
         lines.append(f"coordinates: {_coords_text(cex)}"
-                     + (f" lane={cex['lane']}" if cex.get("lane") is not None else "")
+                     + (f" {lane_text(cex['lane'])}" if cex.get("lane") is not None else "")
                      + (f" (access at {_pc_text(cex.get('access_pc'))})" if cex.get("access_pc") is not None else ""))
         lines.append(f"byte offset from (0,0): extracted {ext}, expected {exp}")
         if cex.get("kernargs"):

@@ -150,7 +150,8 @@ def _print_cause(r: dict, k: dict, out) -> None:
                f"{', '.join(map(str, where['edited_lines']))} in its address slice)"
     out.write(f"\n  ROOT CAUSE {r['id']}: {r['title']}{line}\n")
     if r["checks"]:
-        out.write(f"    breaks: {', '.join(r['checks'])}\n")
+        own = [c for c in r["checks"] if c not in (r.get("consequences") or ())]
+        out.write(f"    breaks: {', '.join(own)}\n")
     if r.get("consequences"):
         out.write(f"    follows from it: {', '.join(r['consequences'])} (the wrong offset leaves the "
                   f"workgroup's own slice at the same access and shape)\n")
@@ -173,10 +174,18 @@ def _print_cause(r: dict, k: dict, out) -> None:
         out.write(f"    fix: {r['fix']}\n")
 
 
+def lane_text(n) -> str:
+    """A counterexample's work-item: ``lane=N`` within wave 0, else its wave and lane too
+    (``tid_x=64 (wave 1, lane 0)``: CDNA waves are 64 lanes wide)."""
+    if not isinstance(n, int) or n < 64:
+        return f"lane={n}"
+    return f"tid_x={n} (wave {n // 64}, lane {n % 64})"
+
+
 def _print_cex_point(c: dict, out, pad: str) -> None:
     """The coordinates, access and offsets (or the bounds reason) of a counterexample."""
     x = c["counterexample"]
-    out.write(f"{pad}batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} lane={x['lane']}, "
+    out.write(f"{pad}batch_id={x['coords']['batch_id']} head_id={x['coords']['head_id']} {lane_text(x['lane'])}, "
               f"access at {x['access_pc']:#x}" + (f" (listing line {x['access_line']})" if x.get("access_line") else ""))
     if c.get("property") == "bounds" or c.get("cause") in (Cause.BASE, Cause.LAYOUT):
         why = c.get("reason") or ""
