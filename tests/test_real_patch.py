@@ -56,6 +56,11 @@ def test_pattern_b_patch_of_the_readme_kernel_is_proved_diffed_gated_and_runs_ri
     assert not any(w in d for w in ("Piecewise", "Eq(", "xor(", "ult("))
 
     _addrsim("verify", real_kernel, *LSE_D, *cache, "--json", tmp_path / "base.json", ok=(1,))
+    plain = tmp_path / "bwd.txt"            # the unedited listing: the kernel itself, gated as the kernel
+    plain.write_text(subprocess.run(["llvm-objdump-22", "-d", str(real_kernel)], capture_output=True, text=True,
+                                    check=True).stdout)
+    g0 = _addrsim("scan", plain, "--like", real_kernel, *LSE_D, *cache, "--baseline", tmp_path / "base.json").stdout
+    assert "0 failing (new and not accepted) of 6 finding(s): 0 new, 6 unchanged" in g0 and "0 gone" in g0
     g = _addrsim("scan", fix, "--like", real_kernel, *LSE_D, *cache, "--baseline", tmp_path / "base.json").stdout
     assert "0 failing (new and not accepted) of 4 finding(s): 0 new, 4 unchanged" in g
     assert "2 gone since the baseline" in g
