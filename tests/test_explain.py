@@ -36,6 +36,12 @@ def test_real_kernel_lse_slice_is_short(real_kernel):
     assert q.offset.startswith("BAs*batch_id + Hs*head_id + ")
 
 
+def test_accesses_with_the_same_slice_are_shown_once(real_kernel):
+    """A fresh-user trial (issue 40): dQ's two atomic adds (0x4fac, 0x6a7c) have one slice."""
+    (e,) = explain(real_kernel, "dq")
+    assert (e.access_pc, e.also) == (0x4fac, [0x6a7c])
+
+
 def test_cli(real_kernel):
     p = subprocess.run([sys.executable, "-m", "addrsim", "explain", str(real_kernel), "--buffer", "lse"],
                        capture_output=True, text=True)

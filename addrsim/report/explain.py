@@ -50,6 +50,7 @@ class Explanation:
     args: Dict[str, tuple] = field(default_factory=dict)
     offset: str = ""
     offset_nowrap: str = ""      # the offset of lane 0 where no 32-bit value wraps, pointers read as 0 (sympy text)
+    also: List[int] = field(default_factory=list)   # other accesses with the same slice and offsets (pcs)
 
 
 def _text(e, memo, limit: Optional[int] = VALUE_CHARS) -> str:
@@ -132,6 +133,11 @@ def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: S
             e.lines = [lines[p] for p in sorted(lines)]
             e.offset = _lanes(t.address)
             e.offset_nowrap = _nowrap(t.access.address)
+            twin = next((x for x in out if x.kernel == e.kernel and [ln.pc for ln in x.lines] == [ln.pc for ln in e.lines]
+                         and (x.offset, x.offset_nowrap) == (e.offset, e.offset_nowrap)), None)
+            if twin is not None:
+                twin.also.append(pc)         # the same slice (a loop's later access of the same tile)
+                continue
             out.append(e)
     return out
 
@@ -140,7 +146,8 @@ def format_explanations(exps: List[Explanation]) -> str:
     """The text report of :func:`explain`."""
     out = []
     for e in exps:
-        out.append(f"kernel {e.kernel}: {e.buffer} access at {e.access_pc:#x} ({e.access_text})")
+        same = f"; the same slice and offsets at {', '.join(f'{p:#x}' for p in e.also)}" if e.also else ""
+        out.append(f"kernel {e.kernel}: {e.buffer} access at {e.access_pc:#x} ({e.access_text}{same})")
         out.append(f"  {len(e.lines)} instructions feed its address:")
         for ln in e.lines:
             where = f"line {ln.line:<6} " if ln.line is not None else ""
