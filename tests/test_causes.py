@@ -456,3 +456,13 @@ def test_a_work_item_past_wave_0_is_named_with_its_wave_and_lane():
     from addrsim.report.text import lane_text
     assert lane_text(5) == "lane=5" and lane_text(64) == "tid_x=64 (wave 1, lane 0)"
     assert lane_text(200) == "tid_x=200 (wave 3, lane 8)"
+
+
+def test_a_cause_whose_checks_route_differently_says_so():
+    """A fresh-user trial (issue 40): root cause 2 of the README kernel showed only its
+    smallest check's routing (dq/sbhd bounds, not decided) while the table said dq/sbhd latent."""
+    bounds = _cex("dq", "sbhd", prop="bounds", overflow=[_site(0x2c5c)], reachable=None)
+    addr = _cex("dq", "sbhd", overflow=[_site(0x2c5c)], reachable=False, shape=dict(SHAPE, batch=3))
+    out = io.StringIO()
+    print_table({"kernels": [_kernel([bounds, addr])]}, out)
+    assert "routing of its other checks: dq/sbhd latent" in out.getvalue()

@@ -78,6 +78,16 @@ def _print_routing(c: dict, out, pc: Optional[int] = None) -> None:
                       f"{e['verdict']}" + (f": {_short(why, 160)}" if why else "") + ")\n")
 
 
+def _print_other_routing(r: dict, k: dict, shown: dict, out) -> None:
+    """One line with the routing of the cause's other checks when any differs from the check
+    shown (dq/sbhd latent while dq/sbhd bounds is not decided: both are the cause's)."""
+    word = _routing_word(shown)
+    others = [c for c in k.get("checks") or [] if c.get("verdict") == Verdict.COUNTEREXAMPLE and c is not shown
+              and _name(c) in r["checks"] and _name(c) not in (r.get("consequences") or ())]
+    if any(_routing_word(c) != word for c in others):
+        out.write("    routing of its other checks: " + ", ".join(f"{_name(c)} {_routing_word(c)}" for c in others) + "\n")
+
+
 def _routing_word(c: dict) -> str:
     r = c.get("routing") or {}
     if c["verdict"] == Verdict.COUNTEREXAMPLE:
@@ -170,6 +180,7 @@ def _print_cause(r: dict, k: dict, out) -> None:
                 out.write(f"      offset ({c['layout']}): {_short(c['extracted_shape'])}; expected {c['expected']}\n")
             pc = (r.get("where") or {}).get("pc") if r["kind"] == "wrap" else None
             _print_routing(c, out, pc)
+            _print_other_routing(r, k, c, out)
     if r.get("fix"):
         out.write(f"    fix: {r['fix']}\n")
 
