@@ -200,6 +200,21 @@ def test_a_routing_core_is_decided_once(monkeypatch):
     assert D.core([], named[::-1], cache=cache) is not None and len(calls) == 2   # order and texts are in the key
 
 
+def test_a_report_with_nothing_undecided_is_read_back_whatever_the_json_folder(tmp_path):
+    """A fresh-user trial (issue 40): the same verify with --json (obligations would go beside
+    it) decided every query again.  A report that names no obligation does not depend on the
+    obligations folder: it is read back; a report that does is keyed by the folder too."""
+    from addrsim.commands.common import smt_free
+    co = build("lsed_bas_shortcut", tmp_path)
+    first = _verify(co, tmp_path / "cache", tmp_path / "a.json")
+    (tmp_path / "elsewhere").mkdir()
+    errs = []
+    again = _verify(co, tmp_path / "cache", tmp_path / "elsewhere" / "b.json", stderr=errs)
+    assert _essence(again) == _essence(first) and "report read from the query cache" in errs[0]
+    assert smt_free(first)
+    assert not smt_free({"kernels": [{"checks": [{"reason": "budget spent (obligation written to /x/a.smt2)"}]}]})
+
+
 def test_the_same_command_again_reads_the_whole_report_back(tmp_path):
     """verify with the same file, models and settings: the report of the first run, each kernel
     marked cached, said on stderr; another setting (a layout less) decides again."""

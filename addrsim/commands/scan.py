@@ -36,7 +36,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS, EXIT_LATENT, exit_status
-from addrsim.commands.common import (report_key, stored_report, EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
+from addrsim.commands.common import (report_keys, store_report, stored_report, EXIT_BAD_INPUT, MAX_JOBS, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      cache_dir_of, check_outputs, smt_dir)
 from addrsim.errors import EXIT_INTERNAL, EXIT_UNKNOWN, AddrsimError, unknown_name
 from addrsim.files import atomic_open
@@ -233,7 +233,7 @@ def _scan_one(path, buffers, layouts):
     opts = dict(w["options"])
     like = opts.pop("likes", {}).get(path)
     label = opts.pop("origins", {}).get(path, path)
-    key = report_key(path, like, buffers, layouts, w["ms"], w["bounds"], w["budgets"], opts, label)
+    key = report_keys(path, like, buffers, layouts, w["ms"], w["bounds"], w["budgets"], opts, label)
     hit = stored_report(w["cache"], key, path)
     rejected = getattr(w["cache"], "rejected", 0)
     if hit is not None:
@@ -248,8 +248,7 @@ def _scan_one(path, buffers, layouts):
     except Exception as e:          # a bug of addrsim on this kernel: the scan goes on, and exits 4
         return {"tool": "addrsim", "version": __version__, "kernels": [], "exit": EXIT_INTERNAL,
                 "error": f"{path}: internal error: {type(e).__name__}: {e}"}
-    if key is not None:
-        w["cache"][key] = ("report", rep)
+    store_report(w["cache"], key, rep)
     return dict(rep, cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
 
 

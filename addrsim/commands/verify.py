@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sys
 
-from addrsim.commands.common import (report_key, stored_report, EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
+from addrsim.commands.common import (report_keys, store_report, stored_report, EXIT_BAD_INPUT, MAX_JOBS, Parser, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      check_outputs, emit, fail, progress_bar, query_store, smt_dir)
 from addrsim import __version__
 from addrsim.api import DEFAULT_LAYOUTS, exit_status, verify
@@ -102,7 +102,7 @@ def _verified(f, args, models, cache, bar) -> dict:
     buffers, layouts = args.buffer or None, args.layout or DEFAULT_LAYOUTS
     settings = {"command": "verify", "arith": args.arith, "memory_gib": args.memory_gib, "smt_dir": smt_dir(args),
                 "properties": list(args.check), "host": args.host, "routed": args.routed}
-    key = report_key(f, args.like, buffers, layouts, models, bounds_of(args), budgets_of(args), settings)
+    key = report_keys(f, args.like, buffers, layouts, models, bounds_of(args), budgets_of(args), settings)
     hit = stored_report(cache, key, f)
     if hit is not None:
         if not args.quiet:
@@ -112,8 +112,7 @@ def _verified(f, args, models, cache, bar) -> dict:
     rep = verify(f, buffers, layouts, models=models, bounds=bounds_of(args), arith=args.arith, **budgets_of(args),
                  memory_gib=args.memory_gib, smt_dir=smt_dir(args), properties=args.check, like=args.like,
                  host=args.host, routed=args.routed, progress=bar, cache=cache, jobs=args.jobs)
-    if key is not None:
-        cache[key] = ("report", rep)
+    store_report(cache, key, rep)
     return rep
 
 
