@@ -165,3 +165,12 @@ def test_a_key_file_still_being_written_is_waited_for(tmp_path, monkeypatch):
     fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     threading.Timer(0.2, lambda: (os.write(fd, b"a" * 64), os.close(fd))).start()
     assert secret_key(tmp_path) == b"a" * 64
+
+
+def test_a_cache_folder_that_is_a_file_says_so(tmp_path):
+    """A trial (issue 40): --cache-dir naming a regular file ran without the cache, silently."""
+    f = tmp_path / "x"
+    f.write_text("x")
+    s = open_store(f)
+    assert s.path is None if hasattr(s, "path") else True
+    assert "cannot be a cache folder" in s.note and "kept in memory only" in s.note

@@ -163,3 +163,31 @@ def test_a_name_given_twice_is_checked_once(tmp_path):
                         "--buffer", "lse", "--layout", "sbhd", "--layout", "sbhd", "--check", "address,address"],
                        capture_output=True, text=True)
     assert p.returncode == 1 and "internal error" not in p.stderr and p.stdout.count("address  lse") == 1
+
+
+def test_an_option_that_takes_one_value_given_two_is_bad_input(tmp_path):
+    """A trial (issue 40): explain/repro --buffer lse --buffer d silently took d; run --layout
+    twice took the last.  Two values are bad input (exit 3, one line); the same value twice is it."""
+    import sys
+    co = build("lsed_bas_shortcut", tmp_path)
+    for cmd in (["explain", str(co), "--model", MODEL, "--buffer", "lse", "--buffer", "d"],
+                ["repro", str(co), "--model", MODEL, "--buffer", "lse", "--buffer", "d", "--layout", "sbhd"]):
+        p = subprocess.run([sys.executable, "-m", "addrsim", *cmd], capture_output=True, text=True)
+        assert p.returncode == 3 and p.stderr == "addrsim: --buffer given twice (lse, d): this command takes one\n"
+    p = subprocess.run([sys.executable, "-m", "addrsim", "explain", str(co), "--model", MODEL, "--buffer", "lse",
+                        "--buffer", "lse"], capture_output=True, text=True)
+    assert p.returncode == 0 and "lse access" in p.stdout
+
+
+def test_two_listings_of_one_code_object_in_one_scan_are_refused(tmp_path):
+    """A trial (issue 40): two listings scanned with one --like were both named as that code
+    object, so their findings shared names and the gate could not tell them apart."""
+    import sys
+    co = build("lsed_bas_shortcut", tmp_path)
+    text = subprocess.run(["llvm-objdump-22", "-d", str(co)], capture_output=True, text=True, check=True).stdout
+    (tmp_path / "a.txt").write_text(text)
+    (tmp_path / "b.txt").write_text(text)
+    p = subprocess.run([sys.executable, "-m", "addrsim", "scan", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"),
+                        "--like", str(co), "--model", MODEL, "--buffer", "lse", "--check", "address"],
+                       capture_output=True, text=True)
+    assert p.returncode == 3 and "2 listings take their metadata from" in p.stderr and p.stderr.count("\n") == 1

@@ -88,3 +88,17 @@ def test_an_inverted_branch_is_worse_in_diff_and_fails_the_gate(real_kernel, tmp
     g = _addrsim("scan", wrong, "--like", real_kernel, *LSE_D, "--layout", "bhsd", *cache,
                  "--baseline", tmp_path / "base.json", ok=(1,)).stdout
     assert "FAILING gfx942/bwd_hd128_bf16_a16_rtne.co:_ZN5aiter28fmha_bwd_hd128_bf16_a16_rtneE:lse/bhsd" in g
+
+
+def test_a_wrong_register_is_another_wrong_offset_in_diff(real_kernel, tmp_path):
+    """A trial's wrong patch: s52 (Hs) instead of s50 (seq_len) leaves SBHD wrong, with another
+    offset (4*batch_id*nhead_q*(256 - seqlen_q) against the old (1 - seqlen_q)).  The verdict
+    word is the same; diff calls it another wrong offset and exits 1, as the gate counts it new."""
+    fix = _patched(real_kernel, tmp_path)
+    wrong = tmp_path / "wrong_reg.txt"
+    wrong.write_text(fix.read_text().replace("s_mul_i32 s62, s62, s50", "s_mul_i32 s62, s62, s52"))
+    d = _addrsim("diff", real_kernel, wrong, "--like", real_kernel, *LSE_D, "--layout", "sbhd",
+                 "--cache-dir", tmp_path / "q", ok=(1,)).stdout
+    assert "address  lse    sbhd    counterexample  counterexample  another" in d
+    assert "ANOTHER wrong offset where the old one was lse/sbhd, d/sbhd" in d
+    assert "2 of 2 checks keep their verdict" in d

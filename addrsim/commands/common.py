@@ -28,6 +28,18 @@ class Parser(argparse.ArgumentParser):
         sys.exit(EXIT_BAD_INPUT)
 
 
+class Once(argparse.Action):
+    """An option that takes one value: given twice with two values it is bad input (exit 3),
+    never the last one silently (``repro --buffer lse --buffer d`` wrote D's script); the same
+    value twice is that value."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        prev = getattr(namespace, self.dest, None)
+        if prev is not None and prev != self.default and prev != values:
+            parser.error(f"{option_string} given twice ({prev}, {values}): this command takes one")
+        setattr(namespace, self.dest, values)
+
+
 def bound_arg(text: str):
     """NAME=MIN:MAX (a --bound)."""
     try:

@@ -22,6 +22,9 @@ a difference of 0 and the change ``fixed``.  A change is one of:
   minimisation order (batch, nhead_q, seqlen_q, ..., then batch_id, head_id, tile, lane), so
   NEW fails where OLD holds (a regression hidden under a bug that carries over: a branch
   inverted in a patch turns a 38 GiB wrap into a wrong offset at batch 2);
+- ``another``: a counterexample on both sides, both wrong over the integers too (cause
+  formula) with another ``extracted - expected``: another bug where the old one was (the gate
+  counts it new);
 - ``same``: the same verdict.
 
 The summary names the bugs (counterexamples) NEW fixed, the new ones, and those that carry
@@ -162,6 +165,8 @@ def diff(old, new, buffers: Optional[Sequence[str]] = None, layouts: Sequence[st
             ch = classify(c["verdict"], d["verdict"])
             if ch == "same" and below(d, c):
                 ch = "worse"
+            elif ch == "same" and another_bug(c, d):
+                ch = "another"
             tag = f"{key[0]}/{key[1]}" + (" bounds" if key[2] == "bounds" else "")
             counts.setdefault(ch, []).append(tag if len(pairs) == 1 else f"{b}:{tag}")
             entry["checks"].append({"buffer": key[0], "layout": key[1], "property": key[2],
@@ -196,19 +201,28 @@ def _side(c: dict) -> dict:
             "lane": x.get("lane") if x else None, "minimal": bool(x.get("minimal")) if x else None}
 
 
+def another_bug(old: dict, new: dict) -> bool:
+    """Two formula counterexamples (report dicts) whose offset differences in shape terms
+    differ: the patch replaced one wrong offset by another (a wrong register for seq_len)."""
+    a, b = old.get("difference_shape"), new.get("difference_shape")
+    return (old.get("verdict") == new.get("verdict") == Verdict.COUNTEREXAMPLE and old.get("cause") == "formula"
+            and new.get("cause") == "formula" and bool(a) and bool(b) and a != b)
+
+
 def bug_changes(out: dict) -> Dict[str, List[str]]:
     """The counterexamples across the patch: ``carried`` (a counterexample on both sides: the
     bug carries over), ``fixed`` (a counterexample in OLD, proved in NEW), ``new`` (a
     counterexample in NEW where OLD had none: broke, or was undecided), ``undecided`` (a
     counterexample in OLD, unknown or unsupported in NEW: not shown fixed).  Each a list of
     ``buffer/layout[ bounds]``."""
-    got: Dict[str, List[str]] = {"carried": [], "fixed": [], "broke": [], "worse": [], "new": [], "undecided": []}
+    got: Dict[str, List[str]] = {"carried": [], "fixed": [], "broke": [], "worse": [], "another": [], "new": [],
+                                 "undecided": []}
     for k in out["kernels"]:
         for c in k["checks"]:
             tag = f"{c['buffer']}/{c['layout']}" + (" bounds" if c["property"] == "bounds" else "")
             o, n = c["old"]["verdict"], c["new"]["verdict"]
             cex = Verdict.COUNTEREXAMPLE
-            key = ("worse" if c["change"] == "worse" else
+            key = ("worse" if c["change"] == "worse" else "another" if c["change"] == "another" else
                    "carried" if o == n == cex else "fixed" if o == cex and n == Verdict.PROVED else
                    "broke" if n == cex and o == Verdict.PROVED else "new" if n == cex and o != cex else
                    "undecided" if o == cex else None)
@@ -229,6 +243,7 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
     parts = []
     for key, word in (("fixed", "fixed"), ("broke", "BROKE"), ("worse", "WORSE (fails below OLD's least "
                                                                        "counterexample, where OLD holds)"),
+                      ("another", "ANOTHER wrong offset where the old one was"),
                       ("new", "NEW bugs (undecided before)"),
                       ("carried", "bugs that carry over"),
                       ("undecided", "bugs no longer shown but not proved fixed")):
@@ -237,7 +252,7 @@ def summary_line(counts: Dict[str, List[str]], out: dict) -> str:
     for ch, word in (("lost", "no longer proved (undecided)"), ("proved", "newly proved")):
         if counts.get(ch):
             parts.append(f"{word} {', '.join(counts[ch])}")
-    same = sum(1 for c in checks if c["change"] == "same")
+    same = sum(1 for c in checks if c["old"]["verdict"] == c["new"]["verdict"])     # worse and another included
     same_off = sum(1 for c in checks if c["same_offset"])
     if not any(counts.get(ch) for ch in ("fixed", "broke", "lost", "proved", "changed")):
         parts.append("no verdict changed")
@@ -271,7 +286,7 @@ def diff_status(report: dict) -> int:
     changes = {c["change"] for k in report["kernels"] for c in k["checks"]}
     if not changes:
         return 2
-    if "broke" in changes or "worse" in changes or bug_changes(report)["new"]:   # broken, worse, or a new bug
+    if changes & {"broke", "worse", "another"} or bug_changes(report)["new"]:   # broken, worse, another or new bug
         return 1
     if "lost" in changes:
         return 2

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from addrsim.commands.common import EXIT_BAD_INPUT
+from addrsim.commands.common import EXIT_BAD_INPUT, Once
 from addrsim.errors import AddrsimError
 
 
@@ -13,7 +13,7 @@ def register(sub) -> None:
     ex = sub.add_parser("explain", help="the instructions that feed a buffer's address (backward slice)")
     ex.add_argument("file", metavar="FILE.co|LISTING.s")
     ex.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
-    ex.add_argument("--buffer", required=True, help="buffer whose address to explain (e.g. lse)")
+    ex.add_argument("--buffer", required=True, action=Once, help="buffer whose address to explain (e.g. lse)")
     ex.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
 
 

@@ -33,7 +33,7 @@ from typing import Dict, Optional
 
 from addrsim.api import verify
 from addrsim.files import atomic_open
-from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, bounds_of, check_outputs, query_store
+from addrsim.commands.common import EXIT_BAD_INPUT, Once, bound_arg, bounds_of, check_outputs, query_store
 from addrsim.errors import AddrsimError, InputError
 from addrsim.model.layout import VIEWS
 from addrsim.model.models import load_models
@@ -427,8 +427,8 @@ def register(sub) -> None:
     rp = sub.add_parser("repro", help="print a PyTorch script (aiter's API) that reproduces a counterexample on AMD hardware")
     rp.add_argument("file", metavar="FILE.co|LISTING.s")
     rp.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
-    rp.add_argument("--buffer", required=True, help="buffer (e.g. lse)")
-    rp.add_argument("--layout", required=True, help="bhsd, bshd or sbhd")
+    rp.add_argument("--buffer", required=True, action=Once, help="buffer (e.g. lse)")
+    rp.add_argument("--layout", required=True, action=Once, help="bhsd, bshd or sbhd")
     rp.add_argument("--shape", metavar="NAME=V,...", help="write the script for this shape instead of the counterexample")
     rp.add_argument("--model", action="append", default=[], metavar="FILE.yaml", help="extra model file (repeatable)")
     rp.add_argument("--bound", action="append", type=bound_arg, default=[], metavar="NAME=MIN:MAX")

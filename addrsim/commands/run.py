@@ -18,7 +18,7 @@ import argparse
 import sys
 
 from addrsim.api import run as run_api
-from addrsim.commands.common import EXIT_BAD_INPUT, check_outputs, emit
+from addrsim.commands.common import EXIT_BAD_INPUT, Once, check_outputs, emit
 from addrsim.errors import AddrsimError
 from addrsim.model.models import SHAPE_VARS, load_models
 
@@ -54,7 +54,7 @@ def register(sub) -> None:
     p = sub.add_parser("run", help="run the kernel on the virtual MI300 and compare dQ, dK, dV with a reference")
     p.add_argument("kernel", metavar="KERNEL.co|LISTING")
     p.add_argument("--like", metavar="KERNEL.co", help="code object whose metadata a listing takes")
-    p.add_argument("--layout", default="bhsd", help="layout (built-in bhsd, bshd, sbhd, or a --layouts view)")
+    p.add_argument("--layout", default="bhsd", action=Once, help="layout (built-in bhsd, bshd, sbhd, or a --layouts view)")
     p.add_argument("--shape", type=shape_arg, required=True, metavar="NAME=V,...",
                    help="shape, e.g. batch=2,nhead_q=2,seqlen_q=128 (seqlen_k and nhead_k default to "
                         "seqlen_q and nhead_q)")

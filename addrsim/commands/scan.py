@@ -144,6 +144,10 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None)
         if listing and like is not None:
             c.like[str(p)] = str(like)
         c.family[str(p)] = f"{co.arch}:{choose_family(ms, co.kernels[0], co.arch)['name']}"
+    if len(c.like) > 1:
+        raise InputError("--like", f"{len(c.like)} listings take their metadata from {like}: their findings would "
+                                   f"share that code object's names (the gate could not tell them apart); scan one "
+                                   f"listing at a time, or compare two with addrsim diff")
     for t in c.tables:
         c.routes.update(read_routes(t))
     return c

@@ -340,8 +340,10 @@ def open_store(directory) -> Store:
         return Store()
     try:
         Path(directory).mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return Store()
+    except OSError as e:
+        s = Store()
+        s.note = f"{directory} cannot be a cache folder ({e.strerror or e}): the query cache is kept in memory only"
+        return s
     secret = secret_key(directory)
     if secret is None:
         s = Store()

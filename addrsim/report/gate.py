@@ -353,9 +353,13 @@ def gate_text(summary: dict) -> List[str]:
     n = {k: len(v) for k, v in summary.items() if isinstance(v, list)}
     total = summary.get("findings", n["new"] + n["unchanged"])
     if summary.get("baseline"):
-        head = (f"gate: {n['failing']} failing (new and not accepted) of {total} finding(s): {n['new']} new, "
-                f"{n['unchanged']} unchanged" + (f" ({n['changed']} failing another way)" if n.get("changed") else "") +
-                f", {n['accepted']} of them accepted; {n['gone']} gone since the baseline")
+        moved = {fp for fp, _ in summary.get("changed") or []}
+        other = len(moved & set(summary["new"]))           # another bug under a baseline finding's name
+        still = len(moved & set(summary["unchanged"]))     # the same bug, its smallest shape moved up
+        head = (f"gate: {n['failing']} failing (new and not accepted) of {total} finding(s): {n['new']} new"
+                + (f" ({other} of them failing another way under a baseline finding's name)" if other else "")
+                + f", {n['unchanged']} unchanged" + (f" ({still} of them failing another way, not worse)" if still else "")
+                + f", {n['accepted']} of them accepted; {n['gone']} gone since the baseline")
     else:
         head = (f"gate (no baseline: every finding counts): {n['failing']} failing (not accepted) of {total} "
                 f"finding(s), {n['accepted']} accepted")
