@@ -34,6 +34,8 @@ def test_real_kernel_lse_slice_is_short(real_kernel):
     (q,) = [x for x in explain(real_kernel, "q")][:1]
     assert not any(w in q.offset for w in ("Piecewise", "4294967296", "ult(", "Q"))
     assert q.offset.startswith("BAs*batch_id + Hs*head_id + ")
+    add = next(ln for ln in q.lines if ln.text == "s_add_u32 s8, s55, s78")       # its sum, not its carry (SCC)
+    assert not add.value.startswith("ult(") and "BAs*batch_id + Hs*head_id" in add.value
 
 
 def test_accesses_with_the_same_slice_are_shown_once(real_kernel):

@@ -120,10 +120,13 @@ def explain(path, buffer: str, models: Optional[ModelSet] = None, model_files: S
             e = Explanation(k.symbol, buffer, pc, t.access.instr.text)
             memo: dict = {}
             lines: Dict[int, SliceLine] = {}
+            one_bit = set()          # pcs whose line shows a 1-bit result (a carry, SCC) for now
             for n in X.walk(t.access.address):
                 o = ex.origin.get(id(n))
-                if o is not None and o[0] is n and o[1] not in lines:
+                if o is not None and o[0] is n and (o[1] not in lines or (o[1] in one_bit and n.width > 1)):
+                    # an s_add_u32 makes its sum and its carry: the line shows the value it writes
                     lines[o[1]] = SliceLine(o[1], o[2], _text(n, memo), src.lines.get(o[1]))
+                    (one_bit.add if n.width == 1 else one_bit.discard)(o[1])
             for name, s in sorted(X.symbols(t.access.address).items()):
                 if s.kind in ("arg", "ptr"):
                     o = ex.origin.get(("arg", name))
