@@ -179,15 +179,21 @@ def test_an_option_that_takes_one_value_given_two_is_bad_input(tmp_path):
     assert p.returncode == 0 and "lse access" in p.stdout
 
 
-def test_two_listings_of_one_code_object_in_one_scan_are_refused(tmp_path):
+def test_two_listings_of_one_code_object_in_one_scan_are_named_by_their_files(tmp_path):
     """A trial (issue 40): two listings scanned with one --like were both named as that code
-    object, so their findings shared names and the gate could not tell them apart."""
+    object, so their findings shared names and the gate could not tell them apart.  Each is
+    now named by its own file, and the scan says so once."""
+    import json as _json
     import sys
     co = build("lsed_bas_shortcut", tmp_path)
     text = subprocess.run(["llvm-objdump-22", "-d", str(co)], capture_output=True, text=True, check=True).stdout
     (tmp_path / "a.txt").write_text(text)
     (tmp_path / "b.txt").write_text(text)
     p = subprocess.run([sys.executable, "-m", "addrsim", "scan", str(tmp_path / "a.txt"), str(tmp_path / "b.txt"),
-                        "--like", str(co), "--model", MODEL, "--buffer", "lse", "--check", "address"],
-                       capture_output=True, text=True)
-    assert p.returncode == 3 and "2 listings take their metadata from" in p.stderr and p.stderr.count("\n") == 1
+                        "--like", str(co), "--model", MODEL, "--buffer", "lse", "--layout", "sbhd", "--check",
+                        "address", "--json", str(tmp_path / "r.json")], capture_output=True, text=True)
+    assert p.returncode == 1 and "2 listings take their metadata from" in p.stderr
+    from addrsim.report.gate import findings
+    rep = _json.loads((tmp_path / "r.json").read_text())
+    names = sorted(fp.split(":")[0] for fp in findings(rep["kernels"]))
+    assert names == ["gfx942/a.txt", "gfx942/b.txt"]

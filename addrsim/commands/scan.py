@@ -144,10 +144,6 @@ def collect(inputs: Sequence[str], ms: ModelSet, aiter: bool = False, like=None)
         if listing and like is not None:
             c.like[str(p)] = str(like)
         c.family[str(p)] = f"{co.arch}:{choose_family(ms, co.kernels[0], co.arch)['name']}"
-    if len(c.like) > 1:
-        raise InputError("--like", f"{len(c.like)} listings take their metadata from {like}: their findings would "
-                                   f"share that code object's names (the gate could not tell them apart); scan one "
-                                   f"listing at a time, or compare two with addrsim diff")
     for t in c.tables:
         c.routes.update(read_routes(t))
     return c
@@ -297,11 +293,14 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
     if bar:
         bar.close()
     out = []
+    shared = len(corpus.like) > 1       # listings of one code object: each is named by its own file
     for f in corpus.files:
         r = reports[f]
         arch = None
         for k in r.get("kernels", []):
             arch = k.get("arch")
+            if shared and f in corpus.like:
+                k["named_as"] = "listing"
             key = f"{arch}/{Path(f).name}"
             if corpus.tables:
                 k["routes"] = corpus.routes.get(key, corpus.routes.get(Path(f).name, []))
@@ -527,6 +526,9 @@ def run(args) -> int:
         corpus = collect(args.inputs, ms, aiter=args.aiter, like=args.like)
         if not corpus.files:
             raise InputError(" ".join(args.inputs) or "--aiter", "no code object with a modelled kernel family found")
+        if len(corpus.like) > 1:
+            sys.stderr.write(f"addrsim: {len(corpus.like)} listings take their metadata from {args.like}: each is named "
+                             f"by its own file (a baseline of that code object gates one listing at a time)\n")
         reports = scan(corpus, args.buffer or None, layouts, files, bounds_of(args), budgets_of(args), args.jobs,
                        progress=args.progress or (not args.no_progress and sys.stderr.isatty()),
                        arith=args.arith, memory_gib=args.memory_gib,

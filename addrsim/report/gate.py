@@ -47,8 +47,11 @@ VERDICTS = frozenset(str(v) for v in Verdict)
 def kernel_label(kernel: dict) -> str:
     """``arch/file name`` of a kernel's code object (no folder): how reports name it.  A
     listing checked with ``--like K.co`` is named as K (its ``like``), so a patched listing is
-    gated against K's baseline: what it fixes is gone, the rest unchanged (issue 40)."""
-    return f"{kernel.get('arch')}/{Path(str(kernel.get('like') or kernel.get('file', ''))).name}"
+    gated against K's baseline: what it fixes is gone, the rest unchanged (issue 40).  Several
+    listings of one code object in one scan (``named_as`` "listing") are each named by their
+    own file, so their findings do not share names."""
+    own = kernel.get("named_as") == "listing"      # several listings of one code object in one scan
+    return f"{kernel.get('arch')}/{Path(str((None if own else kernel.get('like')) or kernel.get('file', ''))).name}"
 
 
 def fingerprint(kernel: dict, check: dict) -> str:
