@@ -66,7 +66,7 @@ def bounds_of(args) -> dict:
 
 
 def props_arg(text: str):
-    out = list(dict.fromkeys(t.strip() for t in text.split(",") if t.strip()))
+    out = [t.strip() for t in text.split(",") if t.strip()]
     bad = [t for t in out if t not in ("address", "bounds")]
     if bad or not out:
         raise argparse.ArgumentTypeError(f"expected address, bounds or address,bounds, got {text!r}")

@@ -49,7 +49,7 @@ from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models
 from addrsim.prove.options import CHECK_MRU, MIN_MRU, QUERY_MRU
 from addrsim.prove.verdict import Verdict
-from addrsim.report.gate import below
+from addrsim.report.gate import another_offset, below, signature
 
 DIFF_CHARS = 400
 
@@ -165,7 +165,7 @@ def diff(old, new, buffers: Optional[Sequence[str]] = None, layouts: Sequence[st
             ch = classify(c["verdict"], d["verdict"])
             if ch == "same" and below(d, c):
                 ch = "worse"
-            elif ch == "same" and another_bug(c, d):
+            elif ch == "same" and another_offset(signature(c), signature(d)):
                 ch = "another"
             tag = f"{key[0]}/{key[1]}" + (" bounds" if key[2] == "bounds" else "")
             counts.setdefault(ch, []).append(tag if len(pairs) == 1 else f"{b}:{tag}")
@@ -199,14 +199,6 @@ def _side(c: dict) -> dict:
     return {"verdict": c["verdict"], "cause": c.get("cause"), "extracted": c["extracted"], "reason": c.get("reason"),
             "shape": x["shape"] if x else None, "coords": x["coords"] if x else None,
             "lane": x.get("lane") if x else None, "minimal": bool(x.get("minimal")) if x else None}
-
-
-def another_bug(old: dict, new: dict) -> bool:
-    """Two formula counterexamples (report dicts) whose offset differences in shape terms
-    differ: the patch replaced one wrong offset by another (a wrong register for seq_len)."""
-    a, b = old.get("difference_shape"), new.get("difference_shape")
-    return (old.get("verdict") == new.get("verdict") == Verdict.COUNTEREXAMPLE and old.get("cause") == "formula"
-            and new.get("cause") == "formula" and bool(a) and bool(b) and a != b)
 
 
 def bug_changes(out: dict) -> Dict[str, List[str]]:

@@ -80,25 +80,31 @@ def under_domain(e: Expr, ranges: Dict[str, Tuple[int, int]]) -> Expr:
     (the no-wrap reading ``diff`` and ``explain`` display) replaced by its constant, the
     expression rebuilt (``ite`` on a constant keeps its arm, a carry of 0 drops).  Symbols and
     units are those of ``e``."""
-    memo: Dict[int, Expr] = {}
     decided: Dict[bytes, Optional[int]] = {}
     enc = IntEncoder(ranges, ideal=True)
 
-    def go(n: Expr) -> Expr:
-        if not isinstance(n, Op):
-            return n
-        if id(n) in memo:
-            return memo[id(n)]
-        args = tuple(go(a) for a in n.args)
-        out = X.rebuild(n, args) if any(a is not b for a, b in zip(args, n.args)) else n
+    def step(out: Expr) -> Expr:
         if isinstance(out, Op) and out.op in COMPARISONS and out.width == 1:
             key = X.digest(out)
             if key not in decided:
                 decided[key] = _decide(out, enc)
             if decided[key] is not None:
-                out = Const(decided[key], 1)
-        memo[id(n)] = out
+                return Const(decided[key], 1)
         return out
+    return _bottom_up(e, step)
+
+
+def _bottom_up(e: Expr, step) -> Expr:
+    """``e`` rebuilt from its leaves up (each shared node once), ``step`` applied to every
+    operator node after its arguments were rebuilt (it returns the node or a replacement)."""
+    memo: Dict[int, Expr] = {}
+
+    def go(n: Expr) -> Expr:
+        if not isinstance(n, Op):
+            return n
+        if id(n) not in memo:
+            memo[id(n)] = step(X.rebuild(n, tuple(go(a) for a in n.args)))
+        return memo[id(n)]
     return go(e)
 
 
@@ -117,7 +123,6 @@ def merged_arms(e: Expr, conds: List[Expr], ranges: Dict[str, Tuple[int, int]]) 
     alone (issue 40, item 3).  Each question within MERGE_RU units, at most MERGE_MAX of
     them; an undecided one keeps the ``ite``.  Display only: it never makes a verdict."""
     from addrsim.prove.query import Query
-    memo: Dict[int, Expr] = {}
     asked = [0]
 
     def agree(c: Expr, a: Expr, b: Expr) -> bool:
@@ -131,22 +136,15 @@ def merged_arms(e: Expr, conds: List[Expr], ranges: Dict[str, Tuple[int, int]]) 
         except Exception:      # display only: not decided
             return False
 
-    def go(n: Expr) -> Expr:
-        if not isinstance(n, Op):
-            return n
-        if id(n) in memo:
-            return memo[id(n)]
-        args = tuple(go(a) for a in n.args)
-        out = X.rebuild(n, args) if any(a is not b for a, b in zip(args, n.args)) else n
+    def step(out: Expr) -> Expr:
         if isinstance(out, Op) and out.op == "ite":
             c, a, b = out.args
             if agree(c, a, b):
-                out = b
-            elif agree(X.not_(c), a, b):
-                out = a
-        memo[id(n)] = out
+                return b
+            if agree(X.not_(c), a, b):
+                return a
         return out
-    return go(e)
+    return _bottom_up(e, step)
 
 
 def same_offset(a: Expr, b: Expr, conds: List[Expr], ranges, arith: str = "bv") -> Optional[bool]:

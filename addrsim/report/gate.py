@@ -77,13 +77,19 @@ def findings(kernels: List[dict]) -> Dict[str, Tuple[dict, dict]]:
             if c.get("verdict") != Verdict.PROVED}
 
 
+def another_offset(before: dict, now: dict) -> bool:
+    """Two signatures (:func:`signature`) wrong over the integers (a formula cause: only those have a
+    ``difference``) with another ``extracted - expected``: another bug where the first was."""
+    return bool(before.get("difference")) and bool(now.get("difference")) and before["difference"] != now["difference"]
+
+
 def worse(before, now: dict) -> bool:
     """Does a finding that fails another way (:func:`change`) fail the gate: another wrong
     offset (a different bug under the same name), or a counterexample below the baseline's
     proven-minimal one (it fails where the baseline held)?"""
     if not isinstance(before, dict):
         return False
-    if before.get("difference") and now.get("difference") and before["difference"] != now["difference"]:
+    if another_offset(before, now):
         return True
     return below({"verdict": now.get("verdict"), "counterexample": now.get("counterexample")},
                  {"verdict": before.get("verdict"), "counterexample": before.get("counterexample")})
@@ -157,7 +163,7 @@ def change(before, now: dict) -> str:
     then shown, not passed as unchanged (issue 40); :func:`worse` says whether it fails."""
     if not isinstance(before, dict):
         return ""
-    if before.get("difference") and now.get("difference") and before["difference"] != now["difference"]:
+    if another_offset(before, now):
         return f"extracted - expected was {before['difference']}, now {now['difference']}"
     if before.get("shape") and now.get("shape") and before.get("minimal") and now.get("minimal") \
             and before["shape"] != now["shape"]:
