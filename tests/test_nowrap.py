@@ -457,3 +457,53 @@ def test_the_dv_slice_base_reads_hdim_q_where_the_contract_says_hdim_v(equal):
     exact = {id(n) for n in X.walk(claim) if isinstance(n, X.Op) and n.width == 32}
     enc = IntEncoder(dict(RATIO_RANGES, hdim_v=(8, 256)), nowrap=frozenset(exact), facts_from=conds)
     assert enc.implied(claim, certificates=False) is equal
+
+
+# ---------------------------------------------------------------- bit masks (issue 39, 2026-12-05)
+# A lane's row and column come from masks of the work-item id (``tid_x & 0x3c0`` is the wave
+# times 64, ``(tid_x & 63) >> 4 & 2`` a bit of the lane).  Encoded as fresh integers they made the
+# encoding inexact, and the integer stage's models of the README kernel's K/dK bounds claims broke
+# nothing when evaluated.  A contiguous mask m = bits j..k-1 is exact: x & m = x mod 2**k - x mod 2**j.
+
+TID = Sym("tid_x", 32, "lane")
+
+
+@pytest.mark.parametrize("mask", [0x3c0, 0x2, 0x30, 0xff00, 0x3f, 0x80000000, 0x7ffffff8, 0xfffffff0, 0x5, 0x3c3])
+def test_an_and_with_a_constant_mask_has_the_machine_value_at_every_point(mask):
+    e = X.and_(TID, Const(mask, 32))
+    enc = IntEncoder({"tid_x": (0, 1023)})
+    t = enc.enc(e)
+    bits = mask >> ((mask & -mask).bit_length() - 1)
+    contiguous = bits & (bits + 1) == 0
+    assert (enc.abstracted == []) == contiguous          # 0x5 and 0x3c3 have holes: still abstracted
+    if not contiguous:
+        return
+    s = z3.Solver()
+    s.add(*enc.side)
+    v = enc.vars["tid_x"]
+    for x in list(range(0, 1024, 37)) + [0, 63, 64, 1023]:
+        s.push()
+        s.add(v == x, t != X.evaluate(e, {"tid_x": x}))
+        assert s.check() == z3.unsat, (hex(mask), x)
+        s.pop()
+
+
+def _wave_row(shift_ok=True):
+    """The wave's first row, (tid_x & 0x3c0) against 64 * (tid_x / 64) (or, wrong, 32 * ...)."""
+    w = X.and_(TID, Const(0x3c0, 32))
+    k = 64 if shift_ok else 32
+    return X.eq(w, X.mul(X.udiv(TID, Const(64, 32)), Const(k, 32)))
+
+
+def test_a_wave_row_from_a_mask_is_proved_by_the_integer_stage():
+    q = Query([X.ult(TID, Const(1024, 32))], _wave_row(), {"tid_x": (0, 1023)}, rlimit=10 ** 7)
+    assert q.enc.abstracted == []
+    assert q.solve()[0] == "proved"
+
+
+def test_a_wrong_wave_row_is_refuted_with_a_model_that_breaks_it():
+    conds = [X.ult(TID, Const(1024, 32))]
+    q = Query(conds, _wave_row(shift_ok=False), {"tid_x": (0, 1023)}, rlimit=10 ** 7)
+    v, model, _ = q.solve()
+    assert v == "refuted" and model["tid_x"] >= 64
+    assert X.evaluate(_wave_row(shift_ok=False), {"tid_x": model["tid_x"]}) == 0

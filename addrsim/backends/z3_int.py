@@ -5,8 +5,9 @@ Owns :class:`IntEncoder` and :data:`INT` (operator -> encoding), checked against
 
 Every ``w``-bit operation whose result could leave [0, 2**w) is wrapped in ``mod 2**w``;
 interval analysis over the domain bounds drops the ``mod`` where no wrap is possible, which is
-what makes nonlinear address identities provable (DOMAIN.md section 6).  Bit operations
-without an exact integer form (``and``/``or``/``xor`` with arbitrary operands, variable
+what makes nonlinear address identities provable (DOMAIN.md section 6).  An ``and`` with a
+constant mask of contiguous bits j..k-1 (a lane's wave, ``tid_x & 0x3c0``) is exact:
+``x mod 2**k - x mod 2**j``.  Bit operations without an exact integer form (``and``/``or``/``xor`` with arbitrary operands, variable
 shifts, ``mulhs``, binary32) become fresh bounded integers and the encoding is marked
 ``abstracted``: then "unsat" is still a proof, but a model must be checked on the bit-vector
 side before it is believed.
@@ -620,6 +621,13 @@ def _and(enc, n, A, w):
             low = (~m) & X.mask(w)
             if low & (low + 1) == 0 and m == X.mask(w) & ~low:  # clears the low bits
                 return x - x % (low + 1), 0, xh
+            j = (m & -m).bit_length() - 1
+            if m and ((m >> j) & ((m >> j) + 1)) == 0:      # bits j .. top-1: (x mod 2**top) - (x mod 2**j)
+                if enc.facts is not None:
+                    xp = enc.poly(n.args[0] if c is n.args[1] else n.args[1])
+                    if xp is not None:
+                        enc.facts.assume_nonneg(P.add(xp, P.atom(enc.key(n)), -1))   # x & m <= x
+                return x % (1 << m.bit_length()) - x % (1 << j), 0, min(m, max(xh, 0))
     hi = X.mask(w)
     for (x, xl, xh), c in ((A[0], n.args[1]), (A[1], n.args[0])):
         if isinstance(c, Const):

@@ -525,6 +525,8 @@ class Query:
         self.discharged = "changed"
         self.nowrap_proved = len(nowrap)
         self.enc = self._encoder(nowrap)
+        for v in self.lost:                   # still variables of the encoding, so every model names them
+            self.enc.enc(v)
         if self._si is not None:
             self._spent += self._si.used
         self._si = None                       # rebuilt on the new encoding when next asked
@@ -1141,6 +1143,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
                 return "unknown", None         # narrower boxes first: the whole query costs the most
             v, m, _ = q.solve_within(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
             if v == "refuted":
+                m = q.complete(m)
                 found.append(m)
             return {"refuted": ("sat", m), "proved": ("unsat", None)}.get(v, ("unknown", None))
 
