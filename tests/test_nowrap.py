@@ -507,3 +507,27 @@ def test_a_wrong_wave_row_is_refuted_with_a_model_that_breaks_it():
     v, model, _ = q.solve()
     assert v == "refuted" and model["tid_x"] >= 64
     assert X.evaluate(_wave_row(shift_ok=False), {"tid_x": model["tid_x"]}) == 0
+
+
+def test_the_relaxed_masks_give_a_model_that_breaks_a_wrong_wave_row():
+    """Where the exact integer stage is undecided, the masks relaxed to fresh integers are
+    asked once more: a model is believed only when it breaks the claim by evaluation."""
+    conds = [X.ult(TID, Const(1024, 32))]
+    q = Query(conds, _wave_row(shift_ok=False), {"tid_x": (0, 1023)}, rlimit=10 ** 7)
+    assert q.enc.exact_masks == 1
+    r, model = q._relaxed({}, 10 ** 6)
+    assert r == z3.sat and model is not None
+    assert X.evaluate(_wave_row(shift_ok=False), {"tid_x": model["tid_x"]}) == 0
+    assert q._relaxed({}, 10 ** 6) == (z3.unknown, None)          # once per query
+
+
+def test_a_relaxed_model_of_a_right_wave_row_is_not_believed():
+    q = Query([X.ult(TID, Const(1024, 32))], _wave_row(), {"tid_x": (0, 1023)}, rlimit=10 ** 7)
+    r, model = q._relaxed({}, 10 ** 6)
+    assert r == z3.sat and model is None            # a fresh integer may take any value: no counterexample
+
+
+def test_nothing_is_relaxed_without_an_exact_mask():
+    claim = X.eq(X.add(TID, Const(1, 32)), X.add(Const(1, 32), TID))
+    q = Query([X.ult(TID, Const(1024, 32))], claim, {"tid_x": (0, 1023)}, rlimit=10 ** 7)
+    assert q._relaxed({}, 10 ** 6) == (z3.unknown, None)

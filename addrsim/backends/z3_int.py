@@ -46,8 +46,10 @@ class IntEncoder:
     model of the conditions each node still takes its machine value."""
 
     def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset(),
-                 nowrap=frozenset(), facts_from=None):
+                 nowrap=frozenset(), facts_from=None, masks: bool = True):
         self.ranges = ranges
+        self.masks = masks            # an and with a contiguous mask encoded exactly (else a fresh integer)
+        self.exact_masks = 0          # how many were
         self.ideal = ideal            # int mode (addrsim.backends.ideal): no wraps except in ``keep``
         self.keep = keep
         self.nowrap = nowrap          # ids of nodes proved (separately) to stay in range
@@ -622,7 +624,8 @@ def _and(enc, n, A, w):
             if low & (low + 1) == 0 and m == X.mask(w) & ~low:  # clears the low bits
                 return x - x % (low + 1), 0, xh
             j = (m & -m).bit_length() - 1
-            if m and ((m >> j) & ((m >> j) + 1)) == 0:      # bits j .. top-1: (x mod 2**top) - (x mod 2**j)
+            if enc.masks and m and ((m >> j) & ((m >> j) + 1)) == 0:   # bits j..top-1: x mod 2**top - x mod 2**j
+                enc.exact_masks += 1
                 if enc.facts is not None:
                     xp = enc.poly(n.args[0] if c is n.args[1] else n.args[1])
                     if xp is not None:
