@@ -480,8 +480,7 @@ class Query:
         self._spent += iso.used
         mdl = None
         if r == z3.sat:
-            mdl = {k: iso.value(v) for k, v in enc.vars.items()}
-            mdl.update(self._arrays(iso.value, lambda n: enc.memo[id(n)][0]))
+            mdl = self._int_model(iso, enc)
             if not violates(self.conds, self.claim, mdl):
                 mdl = None
         return r, mdl
@@ -529,8 +528,7 @@ class Query:
         r, why = self._check(s, rlimit)
         mdl = None
         if r == z3.sat:
-            mdl = {k: s.value(v) for k, v in self.enc.vars.items()}
-            mdl.update(self._arrays(s.value, lambda n: self.enc.memo[id(n)][0]))
+            mdl = self._int_model(s, self.enc)
         s.pop()
         return r, mdl, why
 
@@ -571,6 +569,13 @@ class Query:
         head = (f"; addrsim obligation ({self.arith} mode): sat means a counterexample, unsat a proof\n"
                 f"; symbols: {', '.join(sorted(self.ranges))}\n")
         return head + s.smt2()
+
+    def _int_model(self, iso: Isolated, enc: IntEncoder) -> Dict[str, int]:
+        """The last model of ``iso`` over the integer encoding ``enc``: every variable and
+        the array contents it assigns."""
+        mdl = {k: iso.value(v) for k, v in enc.vars.items()}
+        mdl.update(self._arrays(iso.value, lambda n: enc.memo[id(n)][0]))
+        return mdl
 
     def _arrays(self, value, term_of) -> Dict[str, Dict[int, int]]:
         """Array contents a solver model assigns: name + "[]" -> {byte offset: value}."""
