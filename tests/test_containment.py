@@ -70,3 +70,31 @@ def test_reach_must_be_an_expression(tmp_path):
     bad.write_text("buffers:\n  q: {ptr: [Q], expected: '0', slice: '4', reach: [1, 2]}\n")
     with pytest.raises(InputError, match="reach"):
         load_models([str(bad)])
+
+
+def _mask_row(mask: str, shift: int, tmp_path, name: str):
+    """q_next_row without its "+ 1", the lane's row taken as (tid_x & mask) >> shift: an ``and``
+    with a contiguous mask of middle bits, encoded exactly since issue 39 (2026-12-05)."""
+    text = (EX / "q_next_row.s").read_text().replace("        v_add_u32_e32 v1, 1, v1", "").replace(
+        "        v_and_b32_e32 v1, 63, v0", f"        v_and_b32_e32 v1, {mask}, v0\n"
+                                           f"        v_lshrrev_b32_e32 v1, {shift}, v1")
+    return checks(build_text(text, name, tmp_path))
+
+
+def test_a_row_from_a_middle_bit_mask_inside_the_head_is_proved(tmp_path):
+    """(tid_x & 0xfc) >> 2: rows 0..63, each read by four lanes: address and bounds proved."""
+    got = _mask_row("0xfc", 2, tmp_path, "q_mask_row")
+    assert got["address"]["verdict"] == "proved"
+    assert got["bounds"]["verdict"] == "proved", got["bounds"]["reason"]
+
+
+def test_a_row_from_a_mask_shifted_one_bit_short_is_a_layout_counterexample(tmp_path):
+    """(tid_x & 0xfe) >> 1: rows up to 127 (a shift one bit short for the 256 work-items), past
+    the head's 64 at seqlen_q 64: the bounds check refutes containment with a lane whose masked
+    row is 64 or more, replayed on the kernel.  (0x1fc >> 2 would be right: tid_x < 256.)"""
+    got = _mask_row("0xfe", 1, tmp_path, "q_mask_wide")
+    b = got["bounds"]
+    assert b["verdict"] == "counterexample" and b["cause"] == "layout", b["reason"]
+    x = b["counterexample"]
+    assert x["shape"]["seqlen_q"] == 64 and (x["lane"] & 0xfe) >> 1 >= 64
+    assert x["replayed_on"] == "this kernel"
