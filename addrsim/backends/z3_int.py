@@ -626,21 +626,23 @@ def _and(enc, n, A, w):
             j = (m & -m).bit_length() - 1
             if enc.masks and m and ((m >> j) & ((m >> j) + 1)) == 0:   # bits j..top-1: x mod 2**top - x mod 2**j
                 enc.exact_masks += 1
-                if enc.facts is not None:
-                    xp = enc.poly(n.args[0] if c is n.args[1] else n.args[1])
-                    if xp is not None:
-                        enc.facts.assume_nonneg(P.add(xp, P.atom(enc.key(n)), -1))   # x & m <= x
+                _below_operands(enc, n)
                 return x % (1 << m.bit_length()) - x % (1 << j), 0, min(m, max(xh, 0))
     hi = X.mask(w)
     for (x, xl, xh), c in ((A[0], n.args[1]), (A[1], n.args[0])):
         if isinstance(c, Const):
             hi = min(hi, c.value, max(xh, 0))      # x & c <= c and x & c <= x
+    _below_operands(enc, n)
+    return enc.fresh(w, f"and of {n.args[0]!r} and {n.args[1]!r}", hi)
+
+
+def _below_operands(enc, n):
+    """The facts learn that the ``and`` node ``n`` is at most each of its non-constant operands."""
     if enc.facts is not None:
         for a in n.args:
             pa = enc.poly(a)
             if pa is not None and not isinstance(a, Const):
                 enc.facts.assume_nonneg(P.add(pa, P.atom(enc.key(n)), -1))   # x & y <= x
-    return enc.fresh(w, f"and of {n.args[0]!r} and {n.args[1]!r}", hi)
 
 
 def _or_xor(enc, n, A, w):

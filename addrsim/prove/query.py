@@ -396,8 +396,7 @@ class Query:
         # encoding, in their ranges, so every model names them and the claim evaluates
         kept = set(X.symbols(self.goal)).union(*[X.symbols(c) for c in conds])
         self.lost = [v for k, v in sorted(X.symbols(claim).items()) if k not in kept and v.kind != "array"]
-        for v in self.lost:
-            self.enc.enc(v)
+        self._with_lost(self.enc)
         self._spent = 0                       # units of solvers already dropped
         self._si: Optional[Isolated] = None   # the integer solver, built when first asked (:attr:`si`)
         # proved by polynomial arithmetic (issue 14, item 1): over atoms with the facts' no-wrap, or
@@ -466,11 +465,8 @@ class Query:
         if self._relaxed_tried or not self.enc.exact_masks:
             return z3.unknown, None
         self._relaxed_tried = True
-        enc = self._encoder(masks=False)
-        for v in self.lost:
-            enc.enc(v)
-        iso = Isolated()
-        iso.add(*[enc.holds(c) for c in self.conds], enc.enc(self.goal) == 0, *enc.side)
+        enc = self._with_lost(self._encoder(masks=False))
+        iso = self._int_solver(enc)
         iso.push()
         for k, (lo, hi) in bounds.items():
             v = enc.vars.get(k)
@@ -496,10 +492,19 @@ class Query:
             self._spent += self.enc.cert_used - before
         return self._certified
 
-    def _int_solver(self) -> Isolated:
+    def _int_solver(self, enc: Optional[IntEncoder] = None) -> Isolated:
+        """A solver of the conditions and the negated goal over ``enc`` (default: the query's)."""
+        enc = enc or self.enc
         iso = Isolated()
-        iso.add(*[self.enc.holds(c) for c in self.conds], self.enc.enc(self.goal) == 0, *self.enc.side)
+        iso.add(*[enc.holds(c) for c in self.conds], enc.enc(self.goal) == 0, *enc.side)
         return iso
+
+    def _with_lost(self, enc: IntEncoder) -> IntEncoder:
+        """``enc`` with the symbols the rewrites cancelled (:attr:`lost`) encoded: still
+        variables, in their ranges, so that every model names them and the claim evaluates."""
+        for v in self.lost:
+            enc.enc(v)
+        return enc
 
     def _left(self) -> Optional[int]:
         """Units left under ``cap`` (None: no cap)."""
@@ -555,9 +560,7 @@ class Query:
             return
         self.discharged = "changed"
         self.nowrap_proved = len(nowrap)
-        self.enc = self._encoder(nowrap)
-        for v in self.lost:                   # still variables of the encoding, so every model names them
-            self.enc.enc(v)
+        self.enc = self._with_lost(self._encoder(nowrap))
         if self._si is not None:
             self._spent += self._si.used
         self._si = None                       # rebuilt on the new encoding when next asked
@@ -1185,7 +1188,6 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
                 return "unknown", None         # narrower boxes first: the whole query costs the most
             v, m, _ = q.solve_within(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
             if v == "refuted":
-                m = q.complete(m)
                 found.append(m)
             return {"refuted": ("sat", m), "proved": ("unsat", None)}.get(v, ("unknown", None))
 
