@@ -35,10 +35,10 @@ def edit(text: str, pc: int, old: str, new: str) -> str:
     return out
 
 
-def run(tmp_path, real_kernel, text, buffers, layouts=("bhsd",), props=("address",)):
+def run(tmp_path, real_kernel, text, buffers, layouts=("bhsd",), props=("address",), cache=None):
     p = tmp_path / "edited.s"
     p.write_text(text)
-    rep = verify(p, list(buffers), list(layouts), like=real_kernel, properties=list(props))
+    rep = verify(p, list(buffers), list(layouts), like=real_kernel, properties=list(props), cache=cache)
     return {(c["buffer"], c["layout"], c.get("property", "address")): c for c in rep["kernels"][0]["checks"]}, rep
 
 
@@ -122,6 +122,22 @@ def test_dk_wave_row_term_dropped_is_a_layout_counterexample(tmp_path, real_kern
         assert checks[("dv", lay, "address")]["cause"] == "layout"
     causes = [r for r in rep["kernels"][0]["root_causes"] if r["kind"] == "layout"]
     assert sorted(x for r in causes for x in r["checks"]) == ["dk/bhsd", "dk/sbhd", "dv/bhsd", "dv/sbhd"]
+
+
+def test_the_clean_kernels_stored_coverage_is_not_the_edited_ones(tmp_path, real_kernel, listing):
+    """Store coverage judgements are reused across kernels whose sliced runs are the same
+    (prove/coverage.py, engine/slice.py sliced_program): the unedited kernel's judgements,
+    in the store first, are not read for the kernel whose dQ lane term is shifted by 3 (a
+    stepped instruction differs; it reads the same registers), which is still a layout
+    counterexample in BSHD."""
+    from addrsim.prove.store import Store
+    cache = Store()
+    clean, _ = run(tmp_path, real_kernel, listing, ["dq"], layouts=("bshd",), cache=cache)
+    assert clean[("dq", "bshd", "address")].get("cause") != "layout"
+    assert any(isinstance(k, tuple) and k[0] == "coverage" for k in cache)
+    edited = edit(listing, 0x2C74, "v_lshlrev_b32_e32 v6, 2, v6", "v_lshlrev_b32_e32 v6, 3, v6")
+    checks, _ = run(tmp_path, real_kernel, edited, ["dq"], layouts=("bshd",), cache=cache)
+    assert checks[("dq", "bshd", "address")]["cause"] == "layout"
 
 
 def test_dq_lane_term_doubled_is_a_layout_counterexample(tmp_path, real_kernel, listing):

@@ -11,6 +11,8 @@ reading one makes the replay run again unsliced.  Specifications:
 * a wrong plan cannot give a wrong address: it raises SliceMiss, and run_concrete answers
   with the unsliced run.
 """
+from dataclasses import replace
+
 import pytest
 
 from addrsim.engine import explore as E
@@ -138,3 +140,110 @@ def test_sliced_replay_equals_unsliced_on_the_real_kernel(real_kernel):
         if i.mnemonic.startswith("buffer_load"):
             plan = replay_plan(sub.code, i.addr)
             assert _outcome(sub.code, fresh, i.addr, plan) == _outcome(sub.code, fresh, i.addr, None), hex(i.addr)
+
+
+# ----------------------------------------------------------------------------- the sliced program (coverage store)
+
+def _loop_code(extra: int = 0, lane_shift: str = "2", skipped_dst: str = "v9"):
+    """The loop of test_plan_runs_the_address_chain_and_skips_the_rest, with ``extra`` more
+    unread VALU adds before the loop (every later address moves by 4 each)."""
+    d = 4 * extra
+    code = [ins(0x00, "s_load_dwordx4", "s[8:11], s[0:1], 0x0"),
+            ins(0x08, "s_load_dword", "s16, s[0:1], 0x10"),
+            ins(0x10, "v_lshlrev_b32_e32", f"v1, {lane_shift}, v0"),
+            ins(0x14, "v_add_u32_e32", f"{skipped_dst}, v5, v6")]
+    code += [ins(0x18 + 4 * k, "v_add_u32_e32", "v9, v7, v8") for k in range(extra)]
+    code += [ins(0x18 + d, "s_mov_b32", "s20, 0"),
+             ins(0x1c + d, "buffer_load_dwordx4", "v[12:15], v2, s[24:27], 0", ["offen"]),
+             ins(0x24 + d, "v_mfma_f32_32x32x8_bf16", "a[0:15], v[12:13], v[14:15], a[0:15]"),
+             ins(0x2c + d, "s_add_u32", "s20, s20, 64"),
+             ins(0x30 + d, "s_cmp_lt_u32", "s20, s16"),
+             ins(0x34 + d, "s_cbranch_scc1", f"{0x1c + d:#x}", target=0x1c + d),
+             ins(0x38 + d, "buffer_store_dword", "v3, v1, s[8:11], 0", ["offen"]),
+             ins(0x40 + d, "s_endpgm", "")]
+    return code
+
+
+def _program(code):
+    from addrsim.engine.slice import accesses_plan, sliced_program
+    store = [i.addr for i in code if i.mnemonic.startswith("buffer_store")]
+    return sliced_program(code, accesses_plan(code, store), store)
+
+
+def test_a_sliced_program_does_not_depend_on_addresses_or_unstepped_stretches():
+    """Three more unread adds before the loop (the rounding siblings differ so: conversions no
+    address reads) leave the digest as it was, every address moved; the entries' lengths say
+    how many instructions each stretch has, so the run's step count follows."""
+    a, b = _program(_loop_code()), _program(_loop_code(extra=3))
+    assert a.digest == b.digest and len(a.first) == len(b.first)
+    assert a.first != b.first and a.length != b.length
+    visits = [1] * len(a.length)
+    assert b.steps(visits) == a.steps(visits) + 3
+
+
+def test_a_sliced_program_changes_with_what_the_run_computes():
+    """Another stepped instruction (the lane's row shifted by 3) or other recorded accesses:
+    another digest.  A stretch that writes another register keeps the digest: what stretches
+    do is compared on the registers a run reads after them (seen_effects)."""
+    from addrsim.engine.slice import accesses_plan, sliced_program
+    base = _program(_loop_code())
+    assert _program(_loop_code(lane_shift="3")).digest != base.digest
+    other = _program(_loop_code(skipped_dst="v10"))
+    assert other.digest == base.digest
+    e = base.entry[0x14]                             # the stretch of the unread add
+    live = [[] for _ in base.first]
+    assert other.seen_effects(live) == base.seen_effects(live)
+    live[e] = ["v10"]                                # a run that read v10 after it: not the same run
+    assert other.seen_effects(live) != base.seen_effects(live)
+    code = _loop_code()
+    plan = accesses_plan(code, [0x38])
+    assert sliced_program(code, plan, []).digest != sliced_program(code, plan, [0x38]).digest
+
+
+def test_a_live_trace_names_the_registers_read_after_each_stretch():
+    """Stretch 1 writes v9 and leaves v1; a stepped read of v1 makes v1 live after stretch 1,
+    never v9.  s5 written whole by a stepped instruction after stretch 1 is live only after
+    the stretches between that write and its read; a value a stretch itself gives is live
+    after that stretch (an opaque load result the run reads)."""
+    from addrsim.engine.slice import LiveTrace
+    prog = _program(_loop_code())
+    t = LiveTrace(prog)
+    s1, s2 = [k for k in prog.start if k not in (0, 1, 2)][:2]
+    e1, e2 = t.entry_at[s1], t.entry_at[s2]
+    t.skipped(s1, [("v", 9)])
+    t.read("v1")
+    t.wrote("s5")
+    t.skipped(s2, [("v", 20)])
+    t.read("s5")
+    t.read("v20")
+    assert t.live == {e1: {"v1"}, e2: {"s5", "v20"}}
+
+
+def test_a_stored_judgement_is_read_only_where_this_code_runs_within_the_budget():
+    """What prove.coverage stores for one shape: read back with this code's address of the
+    access; refused when this code's stretches would take the run past its instruction
+    budget, when a stretch does something else to a register the stored run read after it,
+    or when the entry is damaged."""
+    from addrsim.prove import coverage as C
+    prog = _program(_loop_code())
+    run, ptrs = (prog, "r"), {0x38: "Lse"}
+    what = ("lse", "Lse", {"rows": 1}, 4096, {"batch": 2}, {"b": 1})
+    visits = [[0] * 12]
+    for k in prog.start:
+        visits[0][k] = 1
+    fault = C.Fault("lse", "twice", {"batch": 2}, {"b": 1}, 64, 0, 64, 1, 3, 0x38, 4, (0, 3))
+    store = {}
+    C.keep_fault(store, run, ptrs, what, fault, visits, {})
+    assert C.stored_fault(store, run, ptrs, what) == (fault,)
+    moved = _program(_loop_code(extra=2))                     # the same run, its access 8 bytes on
+    assert C.stored_fault(store, (moved, "r"), {0x40: "Lse"}, what) == (replace(fault, pc=0x40),)
+    C.keep_fault(store, run, ptrs, what, None, visits, {})
+    assert C.stored_fault(store, run, ptrs, what) == (None,)
+    e = prog.entry[0x14]
+    C.keep_fault(store, run, ptrs, what, fault, visits, {e: {"v9"}})    # a run that read v9 after the add
+    assert C.stored_fault(store, run, ptrs, what) == (fault,)
+    assert C.stored_fault(store, (_program(_loop_code(skipped_dst="v10")), "r"), ptrs, what) is None
+    store[("coverage-run", "r")] = ("visits", [C._packed([C.RUN_STEPS] * len(prog.length))], [])
+    assert C.stored_fault(store, run, ptrs, what) is None                      # past the budget here
+    store[("coverage-run", "r")] = ("visits", ["not base64 zlib"], [])
+    assert C.stored_fault(store, run, ptrs, what) is None

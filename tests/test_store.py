@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from addrsim.prove.store import Store, _dec, _enc, _well_formed, open_store, store_path
 from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness
 
@@ -227,3 +229,47 @@ def test_the_same_command_again_reads_the_whole_report_back(tmp_path):
     assert "report read from the query cache" in errs[0]
     other = _verify(co, tmp_path / "cache", tmp_path / "c.json", layouts=("bhsd",), stderr=errs)
     assert not any(k.get("cached") for k in other["kernels"]) and "report read" not in errs[1]
+
+
+def test_display_formulas_are_stored_and_read_back_the_same(tmp_path, monkeypatch):
+    """The sympy formulas of a check (extracted offset, difference, shape form: display only)
+    go to the store as trees; a second process-like run with a fresh Store on the same file
+    expands none of them and its report equals the first one's, times aside."""
+    import addrsim.prove.check as C
+    from addrsim.api import verify
+    co = build("lsed_bas_shortcut", tmp_path)
+
+    def run():
+        rep = verify(co, ["lse"], ["sbhd", "bhsd"], model_files=[MODEL], properties=["address"],
+                     cache=open_store(tmp_path / "c"))
+        out = []
+        for c in rep["kernels"][0]["checks"]:       # the replays say "an earlier run" the second time
+            out.append({k: ({x: y for x, y in v.items() if x != "replayed_on"} if isinstance(v, dict) else v)
+                        for k, v in c.items() if k != "time_s"})
+        return out
+
+    first = run()
+    assert any(c["extracted_shape"] for c in first)
+    monkeypatch.setattr(C, "formulas", lambda *a, **k: pytest.fail("formulas expanded again"))
+    assert run() == first
+
+
+def test_a_rounding_sibling_reads_the_store_coverage_judgements(corpus, monkeypatch):
+    """gfx942 hd128 bf16 a16 rtz after rtne: their code differs (rtz is 612 instructions
+    shorter: the bf16 conversions no address reads) but the sliced runs of their stores are
+    the same (engine.slice.sliced_program), so rtz's dK store coverage is read from what rtne
+    stored, and its check equals a fresh one's."""
+    import addrsim.prove.coverage as COV
+    from addrsim.api import verify
+    d = corpus / "gfx942" / "fmha_v3_bwd"
+
+    def check(name, cache):
+        rep = verify(d / f"bwd_hd128_bf16_a16_{name}.co", ["dk"], ["bhsd"], properties=["address"], cache=cache)
+        return {k: v for k, v in rep["kernels"][0]["checks"][0].items() if k != "time_s"}
+
+    alone = check("rtz", Store())
+    cache = Store()
+    check("rtne", cache)
+    assert any(isinstance(k, tuple) and k[0] == "coverage" for k in cache)
+    monkeypatch.setattr(COV, "_stores", lambda *a: pytest.fail("the workgroup was run again"))
+    assert check("rtz", cache) == alone

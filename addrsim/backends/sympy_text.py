@@ -208,3 +208,64 @@ def to_sympy_nowrap(e: Expr, keep=None, memo=None):
         return to_sympy(n) if r is None else r
 
     return _post_order(e, {} if memo is None else memo, node)
+
+
+#: The sympy classes a stored formula may be rebuilt from (:func:`from_tree`), by name: the
+#: nodes :func:`to_sympy`, :func:`to_sympy_nowrap` and ``sympy.expand`` make of them.
+_TREE_CLASSES = {c.__name__: c for c in (
+    sympy.Add, sympy.Mul, sympy.Pow, sympy.Mod, sympy.floor, sympy.ceiling, sympy.Max, sympy.Min, sympy.Abs,
+    sympy.Piecewise, sympy.functions.elementary.piecewise.ExprCondPair, sympy.StrictLessThan, sympy.LessThan,
+    sympy.StrictGreaterThan, sympy.GreaterThan, sympy.Eq, sympy.Ne, sympy.And, sympy.Or, sympy.Not)}
+_INT_NONNEG = sympy.Symbol("x", integer=True, nonnegative=True).assumptions0
+
+
+def to_tree(e) -> object:
+    """A sympy expression as nested lists of ints and strings, for a JSON store: ``["I", n]``,
+    ``["Q", p, q]``, ``["S", name, kind]`` (kind 1: an integer >= 0, 0: no assumptions),
+    ``["T"]``/``["F"]`` (true, false), ``["U", name, kind, args...]`` (an undefined function),
+    ``[class name, args...]`` for :data:`_TREE_CLASSES`.  Raises ValueError for anything
+    else (such a formula is not stored)."""
+    if isinstance(e, sympy.Integer):
+        return ["I", int(e)]
+    if isinstance(e, sympy.Rational):
+        return ["Q", int(e.p), int(e.q)]
+    if isinstance(e, sympy.Symbol):
+        if e.assumptions0 == _INT_NONNEG:
+            return ["S", e.name, 1]
+        if e.assumptions0 == {"commutative": True}:
+            return ["S", e.name, 0]
+        raise ValueError(f"symbol {e} with other assumptions")
+    if e is sympy.true or e is sympy.false:
+        return ["T"] if e is sympy.true else ["F"]
+    f = e.func
+    if isinstance(f, sympy.core.function.UndefinedFunction):
+        kw = getattr(f, "_kwargs", {})
+        kind = 1 if kw.get("integer") and kw.get("nonnegative") else 0 if not kw else None
+        if kind is None:
+            raise ValueError(f"function {f} with other assumptions")
+        return ["U", f.__name__, kind] + [to_tree(a) for a in e.args]
+    if _TREE_CLASSES.get(f.__name__) is not f:
+        raise ValueError(f"no stored form for {f.__name__}")
+    return [f.__name__] + [to_tree(a) for a in e.args]
+
+
+def from_tree(t) -> object:
+    """The sympy expression :func:`to_tree` gave ``t`` for (``e.func(*e.args) == e`` holds for
+    every sympy expression).  Raises ValueError for a tree it did not make."""
+    if not isinstance(t, list) or not t or not isinstance(t[0], str):
+        raise ValueError("not a formula tree")
+    tag, rest = t[0], t[1:]
+    if tag == "I" and len(rest) == 1 and isinstance(rest[0], int):
+        return sympy.Integer(rest[0])
+    if tag == "Q" and len(rest) == 2 and all(isinstance(x, int) for x in rest) and rest[1] > 0:
+        return sympy.Rational(rest[0], rest[1])
+    if tag == "S" and len(rest) == 2 and isinstance(rest[0], str):
+        return sympy.Symbol(rest[0], integer=True, nonnegative=True) if rest[1] == 1 else sympy.Symbol(rest[0])
+    if tag in ("T", "F") and not rest:
+        return sympy.true if tag == "T" else sympy.false
+    if tag == "U" and len(rest) >= 2 and isinstance(rest[0], str):
+        f = sympy.Function(rest[0], integer=True, nonnegative=True) if rest[1] == 1 else sympy.Function(rest[0])
+        return f(*[from_tree(a) for a in rest[2:]])
+    if tag in _TREE_CLASSES:
+        return _TREE_CLASSES[tag](*[from_tree(a) for a in rest])
+    raise ValueError(f"unknown formula node {tag!r}")

@@ -67,6 +67,8 @@ def branch_condition(m: Machine, ins: Instr) -> Optional[Expr]:
     def scc():
         if m.scc is SKIPPED:
             raise SliceMiss("scc")
+        if m.trace is not None:
+            m.trace.read("scc")
         return m.scc
     cond = lookup(ins.mnemonic).branch
     if cond == "unknown":
@@ -383,26 +385,37 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
         return _run_concrete(code, start, stop_addr, max_steps, occurrence, None)
 
 
-def run_to_end(code: List[Instr], m: ConcreteLanes, pcs, max_steps: int = 200_000) -> List[Tuple[int, List[Access]]]:
+def run_to_end(code: List[Instr], m: ConcreteLanes, pcs, max_steps: int = 200_000,
+               visits: Optional[List[int]] = None, trace=None) -> List[Tuple[int, List[Access]]]:
     """Run one wave concretely to ``s_endpgm`` and return (pc, per-lane accesses) of every
     execution of an instruction at ``pcs``, in order.  Runs the slice of those accesses
     (:func:`addrsim.engine.slice.accesses_plan`), and unsliced again when that run reads a
     register it skipped or refuses an instruction, so the answer is the unsliced run's.
-    Raises Unsupported (a branch on a value the machine does not know), ReplayBudget past
-    ``max_steps`` instructions."""
+    ``visits``: a list that receives, when the sliced run is the answer, how often it
+    entered each instruction (by index into ``code``); it stays empty when the answer is the
+    unsliced run's.  ``trace``: a :class:`addrsim.engine.slice.LiveTrace` of the sliced run
+    (of the plan of ``pcs``).  Raises Unsupported (a branch on a value the machine does not know),
+    ReplayBudget past ``max_steps`` instructions."""
     from addrsim.engine.slice import accesses_plan
     pcs = frozenset(pcs)
     plan = accesses_plan(code, pcs)
     start = m.clone()
+    count = [0] * len(code) if visits is not None and plan is not None else None
+    m.trace = trace if plan is not None else None
     try:
-        return _run_all(code, m, pcs, max_steps, plan)
+        out = _run_all(code, m, pcs, max_steps, plan, count)
     except (SliceMiss, Unsupported):
         return _run_all(code, start, pcs, max_steps, None)
+    finally:
+        m.trace = None
+    if count is not None:
+        visits[:] = count
+    return out
 
 
-def _run_all(code, m, pcs, max_steps, plan: Optional[ReplayPlan]):
+def _run_all(code, m, pcs, max_steps, plan: Optional[ReplayPlan], visits=None):
     out = []
-    for ins, r in _concrete_steps(code, m, max_steps, plan, "in one wave's run to its end"):
+    for ins, r in _concrete_steps(code, m, max_steps, plan, "in one wave's run to its end", visits):
         if r == "access" and ins.addr in pcs:
             out.append((ins.addr, list(m.last_access)))
     return out
@@ -417,18 +430,21 @@ def _run_concrete(code, m, stop_addr, max_steps, occurrence, plan: Optional[Repl
     return None
 
 
-def _concrete_steps(code, m, max_steps, plan: Optional[ReplayPlan], where: str):
+def _concrete_steps(code, m, max_steps, plan: Optional[ReplayPlan], where: str, visits=None):
     """Run ``m`` over ``code`` from its entry to ``s_endpgm``: yields (instruction, what
     ``m.step`` returned) for every instruction the plan runs (all without a plan); the
     instructions it skips are marked (:func:`_not_run`) and branches taken on concrete
     conditions.  Raises ReplayBudget past ``max_steps`` instructions (every one counts, run or
-    skipped), Unsupported for a branch on an unknown value or to no instruction."""
+    skipped), Unsupported for a branch on an unknown value or to no instruction.  ``visits``
+    (a list as long as ``code``), when given, counts each instruction's executions."""
     c = _Code(code)
     idx, steps = 0, 0
     mode = plan.mode if plan is not None else None
     while idx < len(code):
         ins = code[idx]
         steps += 1
+        if visits is not None:
+            visits[idx] += 1
         if steps > max_steps:
             raise ReplayBudget(f"more than {max_steps} instructions {where}")
         kind = lookup(ins.mnemonic).kind
@@ -447,6 +463,8 @@ def _concrete_steps(code, m, max_steps, plan: Optional[ReplayPlan], where: str):
             continue
         if mode is not None and mode[idx] != RUN:
             _not_run(m, plan.regs[idx], mode[idx] == OPAQUE, ins)
+            if m.trace is not None:
+                m.trace.skipped(idx, plan.regs[idx])
             idx += 1
             continue
         yield ins, m.step(ins)

@@ -17,6 +17,7 @@ Facts used (AMD Instinct MI300 ISA Reference Guide, CDNA3; same in the CDNA4 gui
 """
 from __future__ import annotations
 
+import hashlib
 import re
 from functools import lru_cache
 from dataclasses import dataclass
@@ -114,6 +115,9 @@ class Machine:
     in the kernarg SGPR pair."""
 
     nlanes = 1
+    #: A :class:`addrsim.engine.slice.LiveTrace` told of register reads and whole scalar
+    #: writes (the concrete run of a keyed store coverage), or None.
+    trace = None
 
     def __init__(self, arg_layout: Sequence[Tuple[str, int, int]], kernargs: Dict[str, Expr],
                  kernarg_ptr: Expr, kernarg_size: int):
@@ -182,6 +186,8 @@ class Machine:
         v = self.sgpr.get(i)
         if v is SKIPPED:
             raise SliceMiss(f"s{i}")
+        if self.trace is not None:
+            self.trace.read(f"s{i}")
         if v is None:
             v = self.opaque(32, f"s{i} read before any write")
             self.sgpr[i] = v
@@ -213,6 +219,9 @@ class Machine:
         else:
             self.sgpr[idx] = X.extract(value, 31, 0)
             self.sgpr[idx + 1] = X.extract(value, 63, 32)
+        if self.trace is not None:
+            for k in range(value.width // 32):
+                self.trace.wrote(f"s{idx + k}")
 
     # ------------------------------------------------------------------ lane hooks
     def exec_scalar(self) -> Expr:
@@ -239,6 +248,8 @@ class Machine:
         x = v[lane]
         if x is SKIPPED:
             raise SliceMiss(f"{f}{i}")
+        if self.trace is not None:
+            self.trace.read(f"{f}{i}")
         return x
 
     def write_vector(self, op: str, value: Expr, lane: int, active: Expr):
@@ -324,6 +335,8 @@ class Machine:
                 if t == "scc":
                     if self.scc is SKIPPED:
                         raise SliceMiss("scc")
+                    if self.trace is not None:
+                        self.trace.read("scc")
                     vals.append(self.scc)
                 else:
                     vals.append(self.read_scalar(in_ops[k], int(t[1:])))
@@ -337,6 +350,8 @@ class Machine:
                 ri += 1
             if "scc" in s.outs:
                 self.scc = res[ri]
+                if self.trace is not None:
+                    self.trace.wrote("scc")
             return
         # VALU: per lane
         mask_outs: Dict[str, List[Expr]] = {}
@@ -706,6 +721,33 @@ class ConcreteLanes(Machine):
     def lane_in_wave_of(self, lane: int) -> Expr:
         """thread_id[5:0] of ``lane`` (32-bit): its index in the wave."""
         return Const(lane, 32)
+
+    def state_digest(self) -> Optional[str]:
+        """A digest of everything a run from this state reads besides the code: registers,
+        EXEC, SCC, the path condition, the kernel arguments and their kernarg layout, the kernarg pointer and
+        size, the memory words and array regions the replay provides.  Constants count by
+        value and width, an opaque value by its width alone (a fresh symbol: runs from two
+        states that differ only in opaque names compute the same constants).  None when a
+        value is neither (nothing to key a stored run by)."""
+        def word(v) -> Optional[str]:
+            if v is SKIPPED:
+                return "k"
+            if isinstance(v, Const):
+                return f"{v.value}:{v.width}"
+            if isinstance(v, Sym) and v.kind == "opaque":
+                return f"o{v.width}"
+            return None
+        values = [("ptr", self.kernarg_ptr), ("exec", self.exec), ("scc", self.scc)]
+        values += [(f"path{n}", v) for n, v in enumerate(self.path)]
+        values += [(f"arg {k}", v) for k, v in sorted(self.kernargs.items())]
+        values += [(f"s{k}", v) for k, v in sorted(self.sgpr.items())]
+        values += [(f"{k[0]}{k[1]}.{n}", v) for k, vs in sorted(self.vgpr.items()) for n, v in enumerate(vs)]
+        words = [(name, word(v)) for name, v in values]
+        if any(w is None for _, w in words):
+            return None
+        parts = [repr(self.arg_layout), str(self.kernarg_size), repr(sorted(self.memory.items())),
+                 repr(getattr(self, "regions", ()))] + [f"{name}={w}" for name, w in words]
+        return hashlib.blake2b("\n".join(parts).encode(), digest_size=20).hexdigest()
 
     def lane_active(self, lane: int) -> Expr:
         ex = self.exec

@@ -34,8 +34,9 @@ under a partial EXEC; reading such a lane is then a SliceMiss).
 """
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from addrsim.isa.table import effects, lookup
 from addrsim.loader.disasm import Instr
@@ -238,3 +239,122 @@ def accesses_plan(code: List[Instr], stop_addrs) -> Optional[ReplayPlan]:
     plan = ReplayPlan(mode, regs)
     _PLANS[pkey] = plan
     return plan
+
+
+@dataclass(frozen=True)
+class SlicedProgram:
+    """What a sliced run of some code under a plan computes from, without the instructions'
+    addresses (:func:`sliced_program`).  The code is cut into *entries*: each instruction
+    the run steps (the plan's RUN, every branch, ``s_endpgm``) is one entry; each maximal
+    stretch of instructions it does not step, with no branch target inside it, is another.
+    ``digest`` hashes the entries: a stepped instruction by its text (a branch by its
+    mnemonic and the entry it jumps to; the recorded accesses marked), a stretch by its
+    place alone.  What a stretch does is ``effects[e]``: per register it writes (names of
+    :func:`reg_name`), OPAQUE or SKIP, the mode of the last instruction of the stretch that
+    writes it (empty for a stepped entry).  ``entry`` maps an instruction address to its entry
+    number, ``first`` an entry number to the address of its first instruction (``start``:
+    its index in the code), ``length`` an entry to its instruction count."""
+
+    digest: str
+    entry: Dict[int, int]
+    first: Tuple[int, ...]
+    length: Tuple[int, ...]
+    start: Tuple[int, ...]
+    effects: Tuple[Dict[str, int], ...]
+
+    def steps(self, visits: Sequence[int]) -> int:
+        """Instructions a run takes, counted the way the run's budget counts them (every one,
+        stepped or not), from how often it entered each entry (``visits``, by entry number)."""
+        return sum(v * n for v, n in zip(visits, self.length))
+
+    def seen_effects(self, live: Sequence[Sequence[str]]) -> str:
+        """A digest of what the stretches do to the registers a run read after them
+        (``live[e]``, by entry number: :class:`LiveTrace`), whether they write them or not."""
+        h = hashlib.blake2b(digest_size=20)
+        for e, eff in enumerate(self.effects):
+            regs = set(live[e]) | ({"exec"} & set(eff))       # EXEC counts always (the plan steps its writers)
+            if regs:
+                h.update(f"{e} {[(r, eff.get(r, -1)) for r in sorted(regs)]}\n".encode())
+        return h.hexdigest()
+
+
+def reg_name(r: Reg) -> str:
+    """"s12", "v3", "a4", "scc" or "exec" for a register of a plan."""
+    return r if isinstance(r, str) else f"{r[0]}{r[1]}"
+
+
+def sliced_program(code: List[Instr], plan: ReplayPlan, recorded) -> SlicedProgram:
+    """The :class:`SlicedProgram` of ``code`` under ``plan`` with the accesses at addresses
+    ``recorded`` marked.  Two codes with the same digest whose stretches do the same to every
+    register a run reads after them (:meth:`SlicedProgram.seen_effects` of that run's
+    :class:`LiveTrace`) make the same sliced run from the same starting state, step for step
+    on the stepped instructions: the same values (opaque values aside, which are fresh
+    symbols whatever their names), the same accesses at the same entries, the same branches
+    taken (by induction on the steps: a value a stepped instruction reads was written by a
+    stepped instruction, both runs alike, or comes through stretches that do the same to it);
+    only the count of instructions that are not stepped differs, by entry
+    (:meth:`SlicedProgram.steps`).  The machine reads an instruction's address only to name
+    opaque values and wrap sites (``Machine.opaque``, ``origin``), so the text without the
+    address is all a stepped instruction's meaning."""
+    recorded = frozenset(recorded)
+    targets = {i.target for i in code if i.target is not None}
+    stepped = [plan.mode[n] == RUN or lookup(ins.mnemonic).kind in ("branch", "end") for n, ins in enumerate(code)]
+    entry: Dict[int, int] = {}
+    first: List[int] = []
+    start: List[int] = []
+    length: List[int] = []
+    effects: List[Dict[str, int]] = []
+    for n, ins in enumerate(code):
+        if stepped[n] or not first or stepped[n - 1] or ins.addr in targets:
+            first.append(ins.addr)
+            start.append(n)
+            length.append(0)
+            effects.append({})
+        entry[ins.addr] = len(first) - 1
+        length[-1] += 1
+        if not stepped[n]:
+            for r in plan.regs[n]:
+                effects[-1][reg_name(r)] = plan.mode[n]
+    h = hashlib.blake2b(digest_size=20)
+    for e, n in enumerate(start):
+        ins = code[n]
+        if not stepped[n]:
+            h.update(b"S\n")
+        elif ins.target is not None:
+            h.update(f"R {ins.mnemonic} ->{entry.get(ins.target, -1)}\n".encode())
+        else:
+            h.update(f"R {ins.text}{' *' if ins.addr in recorded else ''}\n".encode())
+    return SlicedProgram(h.hexdigest(), entry, tuple(first), tuple(length), tuple(start), tuple(effects))
+
+
+class LiveTrace:
+    """Which registers a concrete run reads after each stretch of a :class:`SlicedProgram`
+    (their value at the stretch's end, whether it wrote them or they passed through): the
+    machine reports each register read (``read``) and each whole scalar write of a stepped
+    instruction (``wrote``); :func:`addrsim.engine.explore` reports each unstepped instruction
+    (``skipped``).  A report the machine leaves out only makes ``live`` larger (a vector
+    write is never counted as a kill: it may keep inactive lanes), so what it misses costs
+    reuse, not soundness."""
+
+    def __init__(self, prog: SlicedProgram):
+        self.entry_at = {n: e for e, n in enumerate(prog.start)}
+        self.log: List[int] = []                  # stretches in the order the run entered them
+        self.since: Dict[str, int] = {}           # register -> log position its value dates from
+        self.live: Dict[int, set] = {}
+
+    def skipped(self, index: int, regs) -> None:
+        e = self.entry_at.get(index)
+        if e is not None:
+            self.log.append(e)
+        for r in regs:
+            self.since[reg_name(r)] = len(self.log) - 1
+
+    def wrote(self, reg: str) -> None:
+        self.since[reg] = len(self.log)
+
+    def read(self, reg: str) -> None:
+        k = self.since.get(reg, 0)
+        if k < len(self.log):
+            for e in self.log[k:]:
+                self.live.setdefault(e, set()).add(reg)
+            self.since[reg] = len(self.log)

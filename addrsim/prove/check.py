@@ -177,7 +177,7 @@ def check(sub: Subject, ex: Exploration, buffer: str, layout: str, opts: Options
         return setup
     tg, env, zero_ids = setup
     expected = prob.expected[buffer] if prop == "address" else prob.extent[buffer]
-    covered = coverage(sub, ex, prob, buffer, ctx.ptr) if prop == "address" else None
+    covered = coverage(sub, ex, prob, buffer, ctx.ptr, cache) if prop == "address" else None
     decided = _targets_decided(ctx, tg, env, expected, zero_ids)
     if decided is None and prop == "bounds" and buffer in prob.slices:     # slice containment (issue 36)
         decided = _targets_decided(ctx, tg, env, expected, zero_ids, "slice")
@@ -876,7 +876,7 @@ def _formulas_cached(ctx: _Ctx, address: Expr, zero_ids):
     key of everything it reads (the address, the workgroup ids set to 0, the kernel
     arguments' contract and the expected offset), so sibling kernels and the other
     properties do not expand the same sympy expressions again.  Display only; the sympy
-    values stay in memory (the on-disk store keeps only JSON values)."""
+    values are stored as trees (:func:`addrsim.backends.sympy_text.to_tree`)."""
     prob = ctx.prob
     memo: dict = {}
     h = hashlib.blake2b(f"formulas {ctx.buffer}".encode(), digest_size=20)
@@ -886,12 +886,27 @@ def _formulas_cached(ctx: _Ctx, address: Expr, zero_ids):
     for name, v in sorted(prob.kernargs.items()):
         h.update(name.encode() + b"=" + X.digest(v, memo))
     key = ("formulas", h.hexdigest())
-    hit = ctx.cached(key)
+    hit = _formulas_read(ctx.cached(key))
     if hit is None:
+        from addrsim.backends.sympy_text import to_tree
         hit = formulas(address, zero_ids, prob, ctx.buffer, symbolic=True)
-        if hit[2] is not None:        # sympy values: the store keeps them in memory only
+        try:                          # sympy values as trees (backends.sympy_text.to_tree) for the store
+            ctx.keep(key, ("formulas", hit[0], hit[1]) + tuple(None if e is None else to_tree(e) for e in hit[2:]))
+        except ValueError:            # a node without a stored form: kept in memory only
             ctx.keep(key, hit)
     return hit
+
+
+def _formulas_read(got):
+    """A cached :func:`formulas` value: the stored form's trees rebuilt; None for none or a
+    tree that does not rebuild (decided again)."""
+    if not (isinstance(got, tuple) and got and got[0] == "formulas"):
+        return got
+    from addrsim.backends.sympy_text import from_tree
+    try:
+        return got[1], got[2], *(None if t is None else from_tree(t) for t in got[3:])
+    except (ValueError, TypeError, RecursionError):
+        return None
 
 
 def formulas(address: Expr, zero_ids, prob: Problem, buffer: str, symbolic: bool = False):

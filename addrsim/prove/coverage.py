@@ -28,14 +28,30 @@ of the model's ``tile`` (:data:`addrsim.model.problem.TILE_KEYS`):
 It is a test at two shapes, not a proof over the domain; it needs nothing the models do not
 state, and a violation is a real run of the real code.  The runs are cached on the exploration
 per layout and shape (one run serves dK, dV and dQ).
+
+Each shape's judgement is also kept in the query store, keyed by what the run computes from
+rather than by the kernel: the sliced program of the stores
+(:func:`addrsim.engine.slice.sliced_program`: the stepped instructions' text, not their
+addresses), the waves' starting states, what the stretches of unstepped instructions do to
+the registers the run read after them (recorded by :class:`addrsim.engine.slice.LiveTrace`),
+the pointer's stores, the tile and the slice's address.  A rounding sibling (rtz after rtne:
+612 instructions fewer, the bf16 conversions, which no store address reads) reads the
+judgement instead of running its workgroup, with its own access addresses, unless its
+stretches would take the run past :data:`RUN_STEPS` instructions.  Only a run that completed
+sliced is kept (an unsliced rerun is the code's own).
 """
 from __future__ import annotations
 
+import base64
+import hashlib
+import zlib
+from array import array
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from addrsim.engine.explore import ReplayBudget, run_to_end
 from addrsim.engine.machine import Unsupported
+from addrsim.engine.slice import LiveTrace, accesses_plan, sliced_program
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const
 from addrsim.model.models import SHAPE_VARS, Problem
@@ -50,6 +66,8 @@ SHAPES = (((2, 2, 2, 64), (2, 2, 1, 100), (2, 2, 2, 128)),                     #
 that lies in the domain at workgroup (1, 1) is run (at key tile 1 where there is one, else 0;
 the last group's at its last key tile)."""
 MAX_WAVES = 16
+RUN_STEPS = 200_000
+"""Instructions one wave's run may take (:func:`addrsim.engine.explore.run_to_end`)."""
 
 
 @dataclass(frozen=True)
@@ -129,31 +147,54 @@ def _fits(prob: Problem, cand, zero, consts, last_tile: bool):
     return None
 
 
-def _stores(sub, ex, prob: Problem, shape, ids) -> object:
-    """(pointer -> [(pc, wave, lane, address, size)]) of every store the workgroup's waves
-    make, or a string saying why the run could not be made.  Cached on ``ex``."""
-    env = environment(sub, prob, shape, ids, 0)
-    argvals = {a.name: env[a.name] for a in sub.kernel.args if a.name in env}
-    key = ("coverage", tuple(sorted(argvals.items())), tuple(sorted(ids.items())))
-    cache = ex.derived.setdefault("coverage", {})
-    if key in cache:
-        return cache[key]
-    ptrs = {}
+def _store_pcs(ex) -> Dict[int, str]:
+    """Store instruction address -> the one pointer argument its V# base is built from."""
+    ptrs: Dict[int, str] = {}
     for acc in ex.accesses:
         if acc.kind == "store":
             ps = pointers_in(acc.base)
             if len(ps) == 1:
                 ptrs.setdefault(acc.instr.addr, ps[0])
+    return ptrs
+
+
+def _waves(sub) -> int:
     size = sub.kernel.reqd_workgroup_size or (256, 1, 1)
-    waves = max(1, (size[0] * size[1] * size[2] + 63) // 64)
+    return max(1, (size[0] * size[1] * size[2] + 63) // 64)
+
+
+def _machines(sub, prob: Problem, shape, ids):
+    env = environment(sub, prob, shape, ids, 0)
+    argvals = {a.name: env[a.name] for a in sub.kernel.args if a.name in env}
+    return env, [concrete_machine(sub.kernel, sub.arch, sub.ms, argvals, ids, w) for w in range(_waves(sub))]
+
+
+def _stores(sub, ex, prob: Problem, shape, ids) -> object:
+    """(pointer -> [(pc, wave, lane, address, size, atomic)] of every store the workgroup's
+    waves make, env, visits, live) or a string saying why the run could not be made.
+    ``visits``: per wave, how often the sliced run entered each instruction; ``live``: per
+    entry of the sliced program (:func:`_program`), the registers some wave read after it
+    (:class:`addrsim.engine.slice.LiveTrace`); both None when a wave's answer is the
+    unsliced run's.  Cached on ``ex``."""
+    env, machines = _machines(sub, prob, shape, ids)
+    key = ("coverage", tuple(sorted((a.name, env[a.name]) for a in sub.kernel.args if a.name in env)),
+           tuple(sorted(ids.items())))
+    cache = ex.derived.setdefault("coverage", {})
+    if key in cache:
+        return cache[key]
+    ptrs = _store_pcs(ex)
+    prog = _program(sub, ex)
     out: Dict[str, List[tuple]] = {}
-    if waves > MAX_WAVES:
-        cache[key] = f"workgroup of {waves} waves (more than {MAX_WAVES})"
+    visits: Optional[List[List[int]]] = []
+    live: Dict[int, set] = {}
+    if len(machines) > MAX_WAVES:
+        cache[key] = f"workgroup of {len(machines)} waves (more than {MAX_WAVES})"
         return cache[key]
     try:
-        for w in range(waves):
-            m = concrete_machine(sub.kernel, sub.arch, sub.ms, argvals, ids, w)
-            for pc, lanes in run_to_end(sub.code, m, set(ptrs)):
+        for w, m in enumerate(machines):
+            counted: List[int] = []
+            trace = LiveTrace(prog) if prog is not None else None
+            for pc, lanes in run_to_end(sub.code, m, set(ptrs), RUN_STEPS, visits=counted, trace=trace):
                 for lane, a in enumerate(lanes):
                     if not all(isinstance(v, Const) for v in (a.address, a.active, a.in_range)):
                         cache[key] = f"a store at {pc:#x} has no concrete address at this shape"
@@ -161,17 +202,23 @@ def _stores(sub, ex, prob: Problem, shape, ids) -> object:
                     if a.active.value and a.in_range.value:
                         out.setdefault(ptrs[pc], []).append((pc, w, lane, a.address.value, a.size,
                                                              "atomic" in a.instr.mnemonic))
+            visits = visits + [counted] if visits is not None and counted and trace is not None else None
+            for e, regs in (trace.live.items() if trace is not None else ()):
+                live.setdefault(e, set()).update(regs)
     except (ReplayBudget, Unsupported) as e:
         cache[key] = f"the workgroup could not be run to its end ({e})"
         return cache[key]
-    cache[key] = (out, env)
+    cache[key] = (out, env, visits, None if visits is None else live)
     return cache[key]
 
 
-def coverage(sub, ex, prob: Problem, buffer: str, ptr: str) -> Optional[object]:
+def coverage(sub, ex, prob: Problem, buffer: str, ptr: str, store: Optional[dict] = None) -> Optional[object]:
     """The first :class:`Fault` of ``buffer`` (pointer argument ``ptr``) at the shapes of
     :data:`SHAPES`, None when every run satisfies the tile, or a string saying why it was not
-    decided (no shape of the domain, a run that could not be made).  Raises nothing else."""
+    decided (no shape of the domain, a run that could not be made).  ``store``: the query
+    cache, where each shape's judgement is kept (:func:`keep_fault`); another kernel whose
+    sliced run is the same (a rounding sibling) reads it there instead of running
+    (:func:`stored_fault`).  Raises nothing else."""
     tile = prob.tiles.get(buffer)
     if tile is None or buffer not in prob.expected or prob.mode != "batch" or not {"x", "y", "z"} <= set(prob.grid):
         return None
@@ -180,21 +227,38 @@ def coverage(sub, ex, prob: Problem, buffer: str, ptr: str) -> Optional[object]:
     if not shapes:
         return "no small shape of the domain to run the workgroup at"
     for shape, ids in shapes:
-        got = _stores(sub, ex, prob, shape, ids)
-        if isinstance(got, str):
-            return got
-        stores, env = got
-        fault = _judge(buffer, ptr, prob, tile, env, stores.get(ptr, []), shape, ids)
+        fault = _judged(sub, ex, prob, buffer, ptr, tile, shape, ids, store)
         if fault is not None:
             return fault
     return None
 
 
-def _judge(buffer, ptr, prob, tile, env, stores, shape, ids) -> Optional[Fault]:
-    """The first fault of ``stores`` (pc, wave, lane, byte address, size, atomic) against the tile
-    (its expressions evaluated at ``env``); None when there is none."""
+def _judged(sub, ex, prob: Problem, buffer, ptr, tile, shape, ids, store) -> Optional[object]:
+    """The Fault (or None, or why not decided) of one shape: from the store when the same
+    sliced run was judged against the same tile before, else by running it."""
+    env, machines = _machines(sub, prob, shape, ids)
     t = {k: X.evaluate(e, env) for k, e in tile.items()}
     origin = env[ptr] + X.evaluate(prob.expected[buffer], env)
+    run = _run_key(sub, ex, machines) if store is not None else None
+    what = (buffer, ptr, t, origin, shape, ids)
+    if run is not None:
+        hit = stored_fault(store, run, _store_pcs(ex), what)
+        if hit is not None:
+            return hit[0]
+    got = _stores(sub, ex, prob, shape, ids)
+    if isinstance(got, str):
+        return got
+    stores, env, visits, live = got
+    fault = _judge(buffer, t, origin, stores.get(ptr, []), shape, ids)
+    if run is not None and visits is not None:
+        keep_fault(store, run, _store_pcs(ex), what, fault, visits, live)
+    return fault
+
+
+def _judge(buffer, t, origin, stores, shape, ids) -> Optional[Fault]:
+    """The first fault of ``stores`` (pc, wave, lane, byte address, size, atomic) against the tile
+    ``t`` (its values, bytes) of the slice that starts at byte address ``origin``; None when
+    there is none."""
     owner: Dict[int, Tuple[int, int, int]] = {}
     bad = {"outside": [], "twice": []}
     for pc, w, lane, addr, size, atomic in stores:
@@ -219,3 +283,93 @@ def _judge(buffer, ptr, prob, tile, env, stores, shape, ids) -> Optional[Fault]:
         r, c = missing[0]
         return Fault(buffer, "unwritten", shape, ids, r * t["row_stride"] + c, r, c, -1, -1, 0, len(missing))
     return None
+
+
+
+def _program(sub, ex):
+    """The :class:`addrsim.engine.slice.SlicedProgram` of the code sliced for every store
+    (the recorded accesses), None when there is no plan.  Cached on ``ex``."""
+    memo = ex.derived.setdefault("coverage-program", {})
+    if "prog" not in memo:
+        ptrs = _store_pcs(ex)
+        plan = accesses_plan(sub.code, set(ptrs))
+        memo["prog"] = None if plan is None else sliced_program(sub.code, plan, set(ptrs))
+    return memo["prog"]
+
+
+def _run_key(sub, ex, machines):
+    """(program, key) of the workgroup's run, or None when it cannot be keyed (no plan, a
+    starting value that is not a constant): the :class:`addrsim.engine.slice.SlicedProgram`
+    digest and each wave's starting state (``ConcreteLanes.state_digest``)."""
+    prog = _program(sub, ex)
+    states = [m.state_digest() for m in machines]
+    if prog is None or None in states:
+        return None
+    return prog, hashlib.blake2b(f"{prog.digest} {states} {RUN_STEPS}".encode(), digest_size=20).hexdigest()
+
+
+def _judge_key(run, ptrs, what, live: Dict[int, List[str]]) -> tuple:
+    """The key of one judgement: the run's key, what the stretches do to the registers the run
+    read after them (:meth:`addrsim.engine.slice.SlicedProgram.seen_effects`), and what
+    :func:`_judge` reads: the entries of the pointer's stores, the tile's values (bytes) and
+    the slice's byte address."""
+    prog, key = run
+    buffer, ptr, t, origin, _, _ = what
+    regs = [sorted(live.get(e, ())) for e in range(len(prog.first))]
+    mine = sorted(prog.entry[pc] for pc, p in ptrs.items() if p == ptr)
+    text = f"{key} {prog.seen_effects(regs)} {regs} {mine} {sorted(t.items())} {origin}"
+    return ("coverage", hashlib.blake2b(text.encode(), digest_size=20).hexdigest())
+
+
+def _packed(values: List[int]) -> str:
+    return base64.b64encode(zlib.compress(array("Q", values).tobytes())).decode()
+
+
+def _unpacked(text: str) -> List[int]:
+    a = array("Q")
+    a.frombytes(zlib.decompress(base64.b64decode(text, validate=True)))
+    return a.tolist()
+
+
+def keep_fault(store, run, ptrs, what, fault: Optional[Fault], visits: List[List[int]], live: Dict[int, set]) -> None:
+    """Store one shape's judgement (``fault``, None for none) with how often each wave's
+    sliced run entered each entry (``visits``: per wave, counts by instruction index) and the
+    registers it read after each stretch (``live``, by entry)."""
+    prog, key = run
+    regs = {e: sorted(r) for e, r in live.items()}
+    store[("coverage-run", key)] = ("visits", [_packed([v[n] for n in prog.start]) for v in visits],
+                                    [[e, r] for e, r in sorted(regs.items())])
+    jkey = _judge_key(run, ptrs, what, regs)
+    if fault is None:
+        store[jkey] = ("cover", None)
+        return
+    pc = prog.entry[fault.pc] if fault.pc in prog.entry and fault.lane >= 0 else -1
+    store[jkey] = ("cover", [fault.kind, fault.offset, fault.row, fault.column, fault.wave, fault.lane, pc,
+                             fault.count, fault.other[0], fault.other[1]])
+
+
+def stored_fault(store, run, ptrs, what) -> Optional[Tuple[Optional[Fault]]]:
+    """(the stored judgement,) of one shape, or None when the store has none this code can
+    use: no entry, a damaged one, stretches that do something else to a register the stored
+    run read after them, or a run that would take more than :data:`RUN_STEPS` instructions
+    with this code's stretches (:meth:`addrsim.engine.slice.SlicedProgram.steps`)."""
+    prog, key = run
+    got = store.get(("coverage-run", key))
+    if not (isinstance(got, tuple) and len(got) == 3 and got[0] == "visits"):
+        return None
+    try:
+        waves = [_unpacked(v) for v in got[1]]
+        live = {int(e): [str(r) for r in regs] for e, regs in got[2]}
+    except (ValueError, TypeError, zlib.error):
+        return None
+    if any(len(v) != len(prog.length) or prog.steps(v) > RUN_STEPS for v in waves):
+        return None
+    judged = store.get(_judge_key(run, ptrs, what, live))
+    if not (isinstance(judged, tuple) and judged[0] == "cover"):
+        return None
+    if judged[1] is None:
+        return (None,)
+    buffer, _, _, _, shape, ids = what
+    kind, offset, row, column, wave, lane, entry, count, o0, o1 = judged[1]
+    pc = prog.first[entry] if 0 <= entry < len(prog.first) else 0
+    return (Fault(buffer, kind, dict(shape), dict(ids), offset, row, column, wave, lane, pc, count, (o0, o1)),)
