@@ -143,8 +143,9 @@ def test_a_reference_workgroup_that_skips_the_access_is_read_from_the_formula(mo
     import addrsim.prove.replay as R
     from addrsim.ir import expr as X
     from addrsim.ir.expr import Const, Sym
-    reached = {1: [SimpleNamespace(address=Const(0x5000_0000_0040, 64))] * 64}
-    monkeypatch.setattr(R, "_run", lambda sub, inp, ids, lane, pc, occurrence=1: reached.get(ids["batch_id"], []))
+    reached = {1: [(Const(0x5000_0000_0040, 64), Const(1, 1))] * 64}       # (address, in range) per lane
+    monkeypatch.setattr(R, "_run", lambda sub, inp, ids, lane, pc, occurrence=1, store=None:
+                        reached.get(ids["batch_id"], []))
     t = SimpleNamespace(access=SimpleNamespace(instr=SimpleNamespace(addr=0x7dc4)))
     inp = R._Inputs({}, {"Lse": 0x5000_0000_0000}, {}, [])
     got = R._both_workgroups(None, inp, {"batch_id": 1, "head_id": 0}, {"batch_id": 0, "head_id": 0}, 3, t, 1)

@@ -134,7 +134,7 @@ def test_the_clean_kernels_stored_coverage_is_not_the_edited_ones(tmp_path, real
     cache = Store()
     clean, _ = run(tmp_path, real_kernel, listing, ["dq"], layouts=("bshd",), cache=cache)
     assert clean[("dq", "bshd", "address")].get("cause") != "layout"
-    assert any(isinstance(k, tuple) and k[0] == "coverage" for k in cache)
+    assert any(isinstance(k, tuple) and k[0] == "run-result" for k in cache)
     edited = edit(listing, 0x2C74, "v_lshlrev_b32_e32 v6, 2, v6", "v_lshlrev_b32_e32 v6, 3, v6")
     checks, _ = run(tmp_path, real_kernel, edited, ["dq"], layouts=("bshd",), cache=cache)
     assert checks[("dq", "bshd", "address")]["cause"] == "layout"

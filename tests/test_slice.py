@@ -220,13 +220,14 @@ def test_a_live_trace_names_the_registers_read_after_each_stretch():
 
 
 def test_a_stored_judgement_is_read_only_where_this_code_runs_within_the_budget():
-    """What prove.coverage stores for one shape: read back with this code's address of the
-    access; refused when this code's stretches would take the run past its instruction
-    budget, when a stretch does something else to a register the stored run read after it,
-    or when the entry is damaged."""
+    """What prove.coverage stores for one shape (through prove.runs): read back with this
+    code's address of the access; refused when this code's stretches would take the run past
+    its instruction budget, when a stretch does something else to a register the stored run
+    read after it, or when the entry is damaged."""
     from addrsim.prove import coverage as C
+    from addrsim.prove import runs as R
     prog = _program(_loop_code())
-    run, ptrs = (prog, "r"), {0x38: "Lse"}
+    run, ptrs = R.Run(prog, "r", 1000), {0x38: "Lse"}
     what = ("lse", "Lse", {"rows": 1}, 4096, {"batch": 2}, {"b": 1})
     visits = [[0] * 12]
     for k in prog.start:
@@ -235,15 +236,14 @@ def test_a_stored_judgement_is_read_only_where_this_code_runs_within_the_budget(
     store = {}
     C.keep_fault(store, run, ptrs, what, fault, visits, {})
     assert C.stored_fault(store, run, ptrs, what) == (fault,)
-    moved = _program(_loop_code(extra=2))                     # the same run, its access 8 bytes on
-    assert C.stored_fault(store, (moved, "r"), {0x40: "Lse"}, what) == (replace(fault, pc=0x40),)
+    moved = R.Run(_program(_loop_code(extra=2)), "r", 1000)       # the same run, its access 8 bytes on
+    assert C.stored_fault(store, moved, {0x40: "Lse"}, what) == (replace(fault, pc=0x40),)
     C.keep_fault(store, run, ptrs, what, None, visits, {})
     assert C.stored_fault(store, run, ptrs, what) == (None,)
     e = prog.entry[0x14]
     C.keep_fault(store, run, ptrs, what, fault, visits, {e: {"v9"}})    # a run that read v9 after the add
     assert C.stored_fault(store, run, ptrs, what) == (fault,)
-    assert C.stored_fault(store, (_program(_loop_code(skipped_dst="v10")), "r"), ptrs, what) is None
-    store[("coverage-run", "r")] = ("visits", [C._packed([C.RUN_STEPS] * len(prog.length))], [])
-    assert C.stored_fault(store, run, ptrs, what) is None                      # past the budget here
-    store[("coverage-run", "r")] = ("visits", ["not base64 zlib"], [])
+    assert C.stored_fault(store, R.Run(_program(_loop_code(skipped_dst="v10")), "r", 1000), ptrs, what) is None
+    assert C.stored_fault(store, R.Run(prog, "r", len(prog.length) - 1), ptrs, what) is None   # past the budget
+    store[("runs", "r")] = ("runs", ["not base64 zlib"], [])
     assert C.stored_fault(store, run, ptrs, what) is None

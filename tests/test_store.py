@@ -254,22 +254,31 @@ def test_display_formulas_are_stored_and_read_back_the_same(tmp_path, monkeypatc
     assert run() == first
 
 
-def test_a_rounding_sibling_reads_the_store_coverage_judgements(corpus, monkeypatch):
+def test_a_rounding_sibling_reads_the_store_coverage_judgements_and_replays(corpus, monkeypatch):
     """gfx942 hd128 bf16 a16 rtz after rtne: their code differs (rtz is 612 instructions
-    shorter: the bf16 conversions no address reads) but the sliced runs of their stores are
-    the same (engine.slice.sliced_program), so rtz's dK store coverage is read from what rtne
-    stored, and its check equals a fresh one's."""
+    shorter: the bf16 conversions no address reads) but the sliced runs of their stores and
+    of the replayed accesses are the same (engine.slice.sliced_program, prove.runs), so rtz's
+    dK store coverage and its Q counterexample's replay are read from what rtne stored (dK's
+    replay runs past its budget, which is not kept), and its checks equal fresh ones."""
     import addrsim.prove.coverage as COV
+    import addrsim.prove.replay as REP
     from addrsim.api import verify
     d = corpus / "gfx942" / "fmha_v3_bwd"
+    runs = []
+    real = REP.run_concrete
+    monkeypatch.setattr(REP, "run_concrete", lambda code, m, pc, *a: runs.append(pc) or real(code, m, pc, *a))
 
-    def check(name, cache):
-        rep = verify(d / f"bwd_hd128_bf16_a16_{name}.co", ["dk"], ["bhsd"], properties=["address"], cache=cache)
-        return {k: v for k, v in rep["kernels"][0]["checks"][0].items() if k != "time_s"}
+    def checks(name, cache):
+        rep = verify(d / f"bwd_hd128_bf16_a16_{name}.co", ["q", "dk"], ["bhsd"], properties=["address"], cache=cache)
+        return [{k: v for k, v in c.items() if k != "time_s"} for c in rep["kernels"][0]["checks"]]
 
-    alone = check("rtz", Store())
+    alone = checks("rtz", Store())
+    q_pc = alone[0]["counterexample"]["access_pc"]
+    assert alone[0]["buffer"] == "q" and q_pc in runs
     cache = Store()
-    check("rtne", cache)
-    assert any(isinstance(k, tuple) and k[0] == "coverage" for k in cache)
+    checks("rtne", cache)
+    assert any(isinstance(k, tuple) and k[0] == "run-result" for k in cache)
     monkeypatch.setattr(COV, "_stores", lambda *a: pytest.fail("the workgroup was run again"))
-    assert check("rtz", cache) == alone
+    runs.clear()
+    assert checks("rtz", cache) == alone
+    assert q_pc not in runs

@@ -364,7 +364,7 @@ class ReplayBudget(Exception):
 
 
 def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps: int = 60_000,
-                 occurrence: int = 1) -> Optional[List[Access]]:
+                 occurrence: int = 1, visits: Optional[List[int]] = None, trace=None) -> Optional[List[Access]]:
     """Run one wave concretely until the instruction at ``stop_addr`` executes for the
     ``occurrence``-th time (default the first: later ones are later loop iterations); return
     its per-lane accesses (None if it is never reached that often).  Raises Unsupported, and
@@ -374,15 +374,22 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
     It executes only the instructions the access and the path to it can depend on
     (:func:`addrsim.engine.slice.replay_plan`); when that run reads a register it skipped,
     or refuses an instruction, it is run again unsliced from the same start, so the answer
-    is always the unsliced run's."""
+    is always the unsliced run's.  ``visits`` and ``trace``: as :func:`run_to_end`'s."""
     plan = replay_plan(code, stop_addr)
     if plan is None:
         return _run_concrete(code, m, stop_addr, max_steps, occurrence, None)
     start = m.clone()
+    count = [0] * len(code) if visits is not None else None
+    m.trace = trace
     try:
-        return _run_concrete(code, m, stop_addr, max_steps, occurrence, plan)
+        out = _run_concrete(code, m, stop_addr, max_steps, occurrence, plan, count)
     except (SliceMiss, Unsupported):
         return _run_concrete(code, start, stop_addr, max_steps, occurrence, None)
+    finally:
+        m.trace = None
+    if count is not None:
+        visits[:] = count
+    return out
 
 
 def run_to_end(code: List[Instr], m: ConcreteLanes, pcs, max_steps: int = 200_000,
@@ -421,8 +428,8 @@ def _run_all(code, m, pcs, max_steps, plan: Optional[ReplayPlan], visits=None):
     return out
 
 
-def _run_concrete(code, m, stop_addr, max_steps, occurrence, plan: Optional[ReplayPlan]):
-    for ins, r in _concrete_steps(code, m, max_steps, plan, f"before {stop_addr:#x}"):
+def _run_concrete(code, m, stop_addr, max_steps, occurrence, plan: Optional[ReplayPlan], visits=None):
+    for ins, r in _concrete_steps(code, m, max_steps, plan, f"before {stop_addr:#x}", visits):
         if ins.addr == stop_addr:
             occurrence -= 1
             if occurrence <= 0:

@@ -172,6 +172,7 @@ def _facts(ins: Instr) -> _Facts:
 
 _CACHE: Dict[tuple, Tuple[List[_Facts], List[List[int]]]] = {}
 _PLANS: Dict[tuple, ReplayPlan] = {}
+_PROGRAMS: Dict[tuple, object] = {}
 
 
 def _graph(code: List[Instr]):
@@ -185,6 +186,7 @@ def _graph(code: List[Instr]):
         if len(_CACHE) >= 8:
             _CACHE.clear()
             _PLANS.clear()
+            _PROGRAMS.clear()
         _CACHE[key] = got
     return key, got
 
@@ -325,6 +327,17 @@ def sliced_program(code: List[Instr], plan: ReplayPlan, recorded) -> SlicedProgr
         else:
             h.update(f"R {ins.text}{' *' if ins.addr in recorded else ''}\n".encode())
     return SlicedProgram(h.hexdigest(), entry, tuple(first), tuple(length), tuple(start), tuple(effects))
+
+
+def program_of(code: List[Instr], stop_addrs) -> Optional[SlicedProgram]:
+    """The :class:`SlicedProgram` of :func:`accesses_plan` for ``stop_addrs`` with those
+    accesses recorded; None when there is no plan.  Cached per code and set of accesses."""
+    key, _ = _graph(code)
+    pkey = (key, tuple(sorted(stop_addrs)))
+    if pkey not in _PROGRAMS:
+        plan = accesses_plan(code, stop_addrs)
+        _PROGRAMS[pkey] = None if plan is None else sliced_program(code, plan, stop_addrs)
+    return _PROGRAMS[pkey]
 
 
 class LiveTrace:

@@ -565,11 +565,11 @@ def _replayed(ctx: _Ctx, t, key, model, a, a00, env, expected, conds, claim):
     if cex is None:
         if ctx.prop == "bounds":
             cex = bounds_counterexample(ctx.sub, ctx.prob, t, model, a, env, ctx.ptr, expected, conds + [claim],
-                                        ctx.opts.arith, _own(ctx.prob, ctx.buffer))
+                                        ctx.opts.arith, _own(ctx.prob, ctx.buffer), ctx.cache)
         elif ctx.opts.arith == "int":
             cex = ideal_counterexample(ctx.prob, model, t, a, a00, expected, conds + [claim])
         else:
-            cex = replay(ctx.sub, ctx.prob, t, model, a, a00, expected, ctx.buffer)
+            cex = replay(ctx.sub, ctx.prob, t, model, a, a00, expected, ctx.buffer, store=ctx.cache)
         return ctx.keep(rkey, cex)
     if isinstance(cex, ReplayFailure):
         return cex

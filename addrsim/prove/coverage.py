@@ -42,21 +42,18 @@ sliced is kept (an unsliced rerun is the code's own).
 """
 from __future__ import annotations
 
-import base64
-import hashlib
-import zlib
-from array import array
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
 from addrsim.engine.explore import ReplayBudget, run_to_end
 from addrsim.engine.machine import Unsupported
-from addrsim.engine.slice import LiveTrace, accesses_plan, sliced_program
+from addrsim.engine.slice import LiveTrace, program_of
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const
 from addrsim.model.models import SHAPE_VARS, Problem
 from addrsim.prove.differential import environment, in_domain
 from addrsim.prove.machines import concrete_machine
+from addrsim.prove.runs import Run, recall, remember, run_of
 from addrsim.prove.targets import pointers_in
 
 SHAPES = (((2, 2, 2, 64), (2, 2, 1, 100), (2, 2, 2, 128)),                     # one tile: its tails
@@ -239,7 +236,7 @@ def _judged(sub, ex, prob: Problem, buffer, ptr, tile, shape, ids, store) -> Opt
     env, machines = _machines(sub, prob, shape, ids)
     t = {k: X.evaluate(e, env) for k, e in tile.items()}
     origin = env[ptr] + X.evaluate(prob.expected[buffer], env)
-    run = _run_key(sub, ex, machines) if store is not None else None
+    run = run_of(_program(sub, ex), machines, RUN_STEPS, "coverage") if store is not None else None
     what = (buffer, ptr, t, origin, shape, ids)
     if run is not None:
         hit = stored_fault(store, run, _store_pcs(ex), what)
@@ -288,88 +285,44 @@ def _judge(buffer, t, origin, stores, shape, ids) -> Optional[Fault]:
 
 def _program(sub, ex):
     """The :class:`addrsim.engine.slice.SlicedProgram` of the code sliced for every store
-    (the recorded accesses), None when there is no plan.  Cached on ``ex``."""
-    memo = ex.derived.setdefault("coverage-program", {})
-    if "prog" not in memo:
-        ptrs = _store_pcs(ex)
-        plan = accesses_plan(sub.code, set(ptrs))
-        memo["prog"] = None if plan is None else sliced_program(sub.code, plan, set(ptrs))
-    return memo["prog"]
+    (the recorded accesses), None when there is no plan."""
+    return program_of(sub.code, set(_store_pcs(ex)))
 
 
-def _run_key(sub, ex, machines):
-    """(program, key) of the workgroup's run, or None when it cannot be keyed (no plan, a
-    starting value that is not a constant): the :class:`addrsim.engine.slice.SlicedProgram`
-    digest and each wave's starting state (``ConcreteLanes.state_digest``)."""
-    prog = _program(sub, ex)
-    states = [m.state_digest() for m in machines]
-    if prog is None or None in states:
+def _judgement(run: Run, ptrs, what) -> str:
+    """What :func:`_judge` reads besides the run, as text: the entries of the pointer's stores,
+    the tile's values (bytes) and the slice's byte address."""
+    _, ptr, t, origin, _, _ = what
+    mine = sorted(run.prog.entry[pc] for pc, p in ptrs.items() if p == ptr)
+    return f"coverage {mine} {sorted(t.items())} {origin}"
+
+
+def keep_fault(store, run: Run, ptrs, what, fault: Optional[Fault], visits: List[List[int]], live) -> None:
+    """Store one shape's judgement (``fault``, None for none; its access as an entry number of
+    the program) with the run's visits and live registers (:func:`addrsim.prove.runs.remember`)."""
+    got = None
+    if fault is not None:
+        pc = run.prog.entry[fault.pc] if fault.pc in run.prog.entry and fault.lane >= 0 else -1
+        got = [fault.kind, fault.offset, fault.row, fault.column, fault.wave, fault.lane, pc, fault.count,
+               fault.other[0], fault.other[1]]
+    remember(store, run, visits, live, _judgement(run, ptrs, what), got)
+
+
+def stored_fault(store, run: Run, ptrs, what) -> Optional[Tuple[Optional[Fault]]]:
+    """(the stored judgement,) of one shape, with this code's address of the access, or None
+    (:func:`addrsim.prove.runs.recall`; a damaged judgement is None too)."""
+    hit = recall(store, run, _judgement(run, ptrs, what))
+    if hit is None:
         return None
-    return prog, hashlib.blake2b(f"{prog.digest} {states} {RUN_STEPS}".encode(), digest_size=20).hexdigest()
-
-
-def _judge_key(run, ptrs, what, live: Dict[int, List[str]]) -> tuple:
-    """The key of one judgement: the run's key, what the stretches do to the registers the run
-    read after them (:meth:`addrsim.engine.slice.SlicedProgram.seen_effects`), and what
-    :func:`_judge` reads: the entries of the pointer's stores, the tile's values (bytes) and
-    the slice's byte address."""
-    prog, key = run
-    buffer, ptr, t, origin, _, _ = what
-    regs = [sorted(live.get(e, ())) for e in range(len(prog.first))]
-    mine = sorted(prog.entry[pc] for pc, p in ptrs.items() if p == ptr)
-    text = f"{key} {prog.seen_effects(regs)} {regs} {mine} {sorted(t.items())} {origin}"
-    return ("coverage", hashlib.blake2b(text.encode(), digest_size=20).hexdigest())
-
-
-def _packed(values: List[int]) -> str:
-    return base64.b64encode(zlib.compress(array("Q", values).tobytes())).decode()
-
-
-def _unpacked(text: str) -> List[int]:
-    a = array("Q")
-    a.frombytes(zlib.decompress(base64.b64decode(text, validate=True)))
-    return a.tolist()
-
-
-def keep_fault(store, run, ptrs, what, fault: Optional[Fault], visits: List[List[int]], live: Dict[int, set]) -> None:
-    """Store one shape's judgement (``fault``, None for none) with how often each wave's
-    sliced run entered each entry (``visits``: per wave, counts by instruction index) and the
-    registers it read after each stretch (``live``, by entry)."""
-    prog, key = run
-    regs = {e: sorted(r) for e, r in live.items()}
-    store[("coverage-run", key)] = ("visits", [_packed([v[n] for n in prog.start]) for v in visits],
-                                    [[e, r] for e, r in sorted(regs.items())])
-    jkey = _judge_key(run, ptrs, what, regs)
-    if fault is None:
-        store[jkey] = ("cover", None)
-        return
-    pc = prog.entry[fault.pc] if fault.pc in prog.entry and fault.lane >= 0 else -1
-    store[jkey] = ("cover", [fault.kind, fault.offset, fault.row, fault.column, fault.wave, fault.lane, pc,
-                             fault.count, fault.other[0], fault.other[1]])
-
-
-def stored_fault(store, run, ptrs, what) -> Optional[Tuple[Optional[Fault]]]:
-    """(the stored judgement,) of one shape, or None when the store has none this code can
-    use: no entry, a damaged one, stretches that do something else to a register the stored
-    run read after them, or a run that would take more than :data:`RUN_STEPS` instructions
-    with this code's stretches (:meth:`addrsim.engine.slice.SlicedProgram.steps`)."""
-    prog, key = run
-    got = store.get(("coverage-run", key))
-    if not (isinstance(got, tuple) and len(got) == 3 and got[0] == "visits"):
-        return None
-    try:
-        waves = [_unpacked(v) for v in got[1]]
-        live = {int(e): [str(r) for r in regs] for e, regs in got[2]}
-    except (ValueError, TypeError, zlib.error):
-        return None
-    if any(len(v) != len(prog.length) or prog.steps(v) > RUN_STEPS for v in waves):
-        return None
-    judged = store.get(_judge_key(run, ptrs, what, live))
-    if not (isinstance(judged, tuple) and judged[0] == "cover"):
-        return None
-    if judged[1] is None:
+    if hit[0] is None:
         return (None,)
     buffer, _, _, _, shape, ids = what
-    kind, offset, row, column, wave, lane, entry, count, o0, o1 = judged[1]
-    pc = prog.first[entry] if 0 <= entry < len(prog.first) else 0
+    try:
+        kind, offset, row, column, wave, lane, entry, count, o0, o1 = hit[0]
+    except (TypeError, ValueError):
+        return None
+    if not (isinstance(kind, str) and all(isinstance(x, int) for x in (offset, row, column, wave, lane, entry,
+                                                                        count, o0, o1))):
+        return None
+    pc = run.prog.first[entry] if 0 <= entry < len(run.prog.first) else 0
     return (Fault(buffer, kind, dict(shape), dict(ids), offset, row, column, wave, lane, pc, count, (o0, o1)),)

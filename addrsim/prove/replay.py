@@ -5,7 +5,7 @@ bounds and int-mode counterexamples, the later-iteration search of a loop counte
 and the (decide, replay) tools that :mod:`addrsim.prove.domain` uses for witnesses and host
 limits.  Every failure is a :class:`addrsim.prove.verdict.ReplayFailure`, never a bare
 string.  May import addrsim.ir, addrsim.backends, addrsim.loader, addrsim.engine,
-addrsim.model and the lower prove modules (verdict, machines, targets, query).
+addrsim.model and the lower prove modules (verdict, machines, targets, query, runs).
 
 Byte addresses and offsets throughout; pointer arguments get distinct 2**44-aligned bases
 below 2**47 (user-mode canonical addresses).
@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.engine.explore import ReplayBudget, run_concrete
 from addrsim.engine.machine import Access, Unsupported
+from addrsim.engine.slice import LiveTrace, program_of
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.loader.disasm import Instr
@@ -26,6 +27,7 @@ from addrsim.model.models import SHAPE_VARS, Problem, pointer_args
 from addrsim.prove.machines import LANE, PTR_LIMIT, concrete_machine
 from addrsim.prove.options import Options
 from addrsim.prove.query import decide_query, env_of, query_key, ranges_of, violates
+from addrsim.prove.runs import recall, remember, run_of
 from addrsim.prove.targets import Target, opaque_in
 from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness, counterexample
 
@@ -117,23 +119,48 @@ def solver_pointers(sub: Subject, prob: Problem, model) -> Dict[str, int]:
             and isinstance(model[a], int) and 0 <= model[a] < PTR_LIMIT}
 
 
-def _run(sub: Subject, inp: _Inputs, ids: Dict[str, int], lane: int, pc: int, occurrence: int = 1):
-    """The accesses at ``pc`` (one per lane of the wave holding ``lane``) of one workgroup's
-    concrete run, or None when the run ends before reaching it.  Raises ReplayBudget,
-    Unsupported."""
+REPLAY_STEPS = 60_000
+"""Instructions a replayed wave may take before the access (:func:`addrsim.engine.explore.run_concrete`)."""
+
+
+def _run(sub: Subject, inp: _Inputs, ids: Dict[str, int], lane: int, pc: int, occurrence: int = 1,
+         store: Optional[dict] = None) -> Optional[List[Tuple[Expr, Expr]]]:
+    """(byte address, V# range check passed) of the access at ``pc`` for each lane of the wave
+    holding ``lane``, in one workgroup's concrete run, or None when the run ends before
+    reaching it.  ``store``: the query cache, where a run that completed sliced with constant
+    addresses is kept by what it computes from (:mod:`addrsim.prove.runs`), so a rounding
+    sibling reads it.  Raises ReplayBudget, Unsupported."""
     m = concrete_machine(sub.kernel, sub.arch, sub.ms, inp.argvals, ids, lane // 64)
     m.memory, m.regions = inp.memory, inp.regions
-    return run_concrete(sub.code, m, pc, occurrence=occurrence)
+    run = run_of(program_of(sub.code, {pc}), [m], REPLAY_STEPS, f"replay {occurrence}") if store is not None else None
+    if run is not None:
+        hit = recall(store, run, "lanes")
+        if hit is not None and _lanes_ok(hit[0]):
+            return None if hit[0] is None else [(Const(a, 64), Const(r, 1)) for a, r in hit[0]]
+    visits: List[int] = []
+    trace = LiveTrace(run.prog) if run is not None else None
+    accs = run_concrete(sub.code, m, pc, REPLAY_STEPS, occurrence, visits, trace)
+    lanes = None if accs is None else [(a.address, a.in_range) for a in accs]
+    if run is not None and visits and all(isinstance(x, Const) for ln in lanes or () for x in ln):
+        remember(store, run, [visits], trace.live, "lanes", None if lanes is None else
+                 [[a.value, r.value] for a, r in lanes])
+    return lanes
+
+
+def _lanes_ok(got) -> bool:
+    return got is None or (isinstance(got, list) and len(got) <= 64 and all(
+        isinstance(x, list) and len(x) == 2 and all(isinstance(v, int) and v >= 0 for v in x) for x in got))
 
 
 # ----------------------------------------------------------------------------- address
 
 def replay(sub: Subject, prob: Problem, t: Target, model, a, a00, expected, buffer, occurrence: int = 1,
-           want_equal: bool = False):
+           want_equal: bool = False, store: Optional[dict] = None):
     """Concrete replay of a counterexample: a Counterexample, or a ReplayFailure saying why
     not.  ``occurrence``: compare the n-th execution of the access (a later loop iteration).
     ``want_equal``: replay a *witness* of a proof instead: a Witness when the concrete offset
-    equals ``expected`` (None: the access only has to be reached), else a ReplayFailure."""
+    equals ``expected`` (None: the access only has to be reached), else a ReplayFailure.
+    ``store``: the query cache, for the workgroups' runs (:func:`_run`)."""
     grid = prob.grid
     shape = {v: model.get(v, prob.bounds[v][0]) for v in SHAPE_VARS}
     shape.update(prob.fixed)
@@ -149,7 +176,7 @@ def replay(sub: Subject, prob: Problem, t: Target, model, a, a00, expected, buff
     lane = model.get(LANE, 0)
     ids = {s.name: env[s.name] for s in grid.values()}
     addrs = _both_workgroups(sub, inp, ids, dict(ids, **{grid["z"].name: 0, grid["y"].name: 0}), lane, t, occurrence,
-                             _reference_inputs(prob, model, inp, ids[grid["z"].name]))
+                             _reference_inputs(prob, model, inp, ids[grid["z"].name]), store)
     if isinstance(addrs, ReplayBudget):
         if a is None:
             return _fail("budget", f"not replayed: {addrs}")
@@ -226,14 +253,14 @@ def _reference_inputs(prob: Problem, model, inp: _Inputs, batch_id: int) -> _Inp
     return _Inputs(inp.argvals, inp.ptrs, memory, inp.regions)
 
 
-def _both_workgroups(sub, inp, ids, ids00, lane, t, occurrence, inp00: Optional[_Inputs] = None):
+def _both_workgroups(sub, inp, ids, ids00, lane, t, occurrence, inp00: Optional[_Inputs] = None, store=None):
     """The concrete addresses of ``lane``'s access in workgroup ``ids`` (inputs ``inp``) and
     in (0, 0) (inputs ``inp00``, default ``inp``): a pair, a ReplayBudget (past the step
     budget), a _RefNotReached (only the first reached it) or a ReplayFailure."""
     addrs = []
     for idset, inputs in ((ids, inp), (ids00, inp00 or inp)):
         try:
-            accs = _run(sub, inputs, idset, lane, t.access.instr.addr, occurrence)
+            accs = _run(sub, inputs, idset, lane, t.access.instr.addr, occurrence, store)
         except ReplayBudget as e:
             return e
         except Unsupported as e:
@@ -243,7 +270,7 @@ def _both_workgroups(sub, inp, ids, ids00, lane, t, occurrence, inp00: Optional[
                         + (f" {occurrence} times" if occurrence > 1 else "")
                         + (" in the reference workgroup (0, 0)" if addrs else ""))
             return _RefNotReached(addrs[0], why) if addrs else why
-        av = accs[lane % 64].address
+        av = accs[lane % 64][0]
         if not isinstance(av, Const):
             return _fail("mismatch", f"concrete replay produced a non-constant address ({opaque_in(av)})")
         addrs.append(av.value)
@@ -283,7 +310,7 @@ def ideal_counterexample(prob, model, t, a, a00, expected, exprs):
 
 # ----------------------------------------------------------------------------- bounds
 
-def bounds_counterexample(sub: Subject, prob, t, model, a, env, ptr, extent, exprs, arith, own=None):
+def bounds_counterexample(sub: Subject, prob, t, model, a, env, ptr, extent, exprs, arith, own=None, store=None):
     """A bounds counterexample, replayed on the concrete interpreter (bv) or evaluated exactly
     (int).  Its cause: "allocation" (in the V#'s range, outside the allocation: ``extracted``
     is the access's byte offset from the buffer's pointer, ``expected`` the extent in bytes),
@@ -315,7 +342,7 @@ def bounds_counterexample(sub: Subject, prob, t, model, a, env, ptr, extent, exp
     args = _kernel_args(prob, menv)
     replayed = "exact evaluation (int mode)" if keep is not None else ""
     if keep is None:
-        r = _replay_bounds(sub, prob, t, model, args, ptr, pval, off, in_r)
+        r = _replay_bounds(sub, prob, t, model, args, ptr, pval, off, in_r, store)
         if isinstance(r, ReplayFailure):
             return r
         replayed = r
@@ -324,26 +351,26 @@ def bounds_counterexample(sub: Subject, prob, t, model, a, env, ptr, extent, exp
     return cex
 
 
-def _replay_bounds(sub, prob, t, model, args, ptr, pval, off, in_r):
+def _replay_bounds(sub, prob, t, model, args, ptr, pval, off, in_r, store=None):
     """Concrete replay of the one workgroup of a bounds counterexample: the same address and
     the same range check.  "" when confirmed, a note when out of budget, else a ReplayFailure."""
     inp = _inputs(sub, prob, model, dict(args), dict(model, **{ptr: pval}))   # the model's pointer bases
     ids = {s.name: model.get(s.name, 0) for s in prob.grid.values()}
     lane = model.get(LANE, 0)
     try:
-        accs = _run(sub, inp, ids, lane, t.access.instr.addr)
+        accs = _run(sub, inp, ids, lane, t.access.instr.addr, store=store)
     except ReplayBudget as e:
         return f"not replayed: {e}; evaluated on the extracted semantics"
     except Unsupported as e:
         return _fail("unsupported", f"counterexample could not be replayed concretely: {e}")
     if not accs:
         return _fail("not-reached", f"concrete replay did not reach the access at {t.access.instr.addr:#x}")
-    got = accs[lane % 64]
-    if not isinstance(got.address, Const) or not isinstance(got.in_range, Const):
+    address, in_range = accs[lane % 64]
+    if not isinstance(address, Const) or not isinstance(in_range, Const):
         return _fail("mismatch", "concrete replay produced a non-constant address")
-    if ((got.address.value - pval) & X.mask(64)) != off or got.in_range.value != in_r:
+    if ((address.value - pval) & X.mask(64)) != off or in_range.value != in_r:
         return _fail("mismatch", f"bounds counterexample did not replay: offset {off} / in range {in_r} evaluated, "
-                                 f"{(got.address.value - pval) & X.mask(64)} / {got.in_range.value} concretely "
+                                 f"{(address.value - pval) & X.mask(64)} / {in_range.value} concretely "
                                  f"(engine bug)")
     return ""
 
@@ -443,7 +470,7 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
         if not violates(conds, X.bnot(claim), model):
             w = _fail("mismatch", "witness model breaks the proved claim when evaluated (engine bug)")
         else:
-            w = replay(sub, prob, t, model, a, a00, expected, res.buffer, want_equal=True)
+            w = replay(sub, prob, t, model, a, a00, expected, res.buffer, want_equal=True, store=cache)
         if cache is not None:
             cache[key] = w
         return w

@@ -110,12 +110,19 @@ def _undecided(value) -> bool:
     return False
 
 
+def _plain(v, depth: int = 0) -> bool:
+    """A JSON value of ints, strings, lists and None (a keyed run's result)."""
+    if v is None or isinstance(v, (int, str)) and not isinstance(v, bool):
+        return True
+    return isinstance(v, list) and depth < 4 and all(_plain(x, depth + 1) for x in v)
+
+
 def _well_formed(value) -> bool:
     """The shapes the prover stores: a decision tuple (answer, model, reason, minimal, SMT-LIB2,
     resource units) or a loop decision (answer, model, reason, resource units), an int-mode answer, a witness model (a dict)
     or its absence, a replay (Counterexample, Witness, ReplayFailure), an unsat core ("core", texts or None),
-    a store-coverage run ("visits", packed counts, registers read after each stretch) and judgement
-    ("cover", fault fields or None),
+    a keyed concrete run ("runs", packed visits, registers read after each stretch) and its result
+    ("run-result", plain JSON: :mod:`addrsim.prove.runs`),
     a check's display formulas ("formulas", two texts, two sympy trees or None),
     a kernel's scan report ("report", dict: :func:`addrsim.commands.scan.report_key`)."""
     if value is None or isinstance(value, (Counterexample, Witness, ReplayFailure)):
@@ -130,14 +137,12 @@ def _well_formed(value) -> bool:
         return value[1] is None or (isinstance(value[1], list) and all(isinstance(t, str) for t in value[1]))
     if isinstance(value, tuple) and len(value) == 5 and value[0] == "formulas":   # display formulas (trees)
         return all(isinstance(t, str) for t in value[1:3]) and all(t is None or isinstance(t, list) for t in value[3:])
-    if isinstance(value, tuple) and len(value) == 3 and value[0] == "visits":   # a coverage run: visits, live registers
+    if isinstance(value, tuple) and len(value) == 3 and value[0] == "runs":   # a keyed run: visits, live registers
         return (isinstance(value[1], list) and all(isinstance(t, str) for t in value[1]) and isinstance(value[2], list)
                 and all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], int) and isinstance(x[1], list)
                         and all(isinstance(r, str) for r in x[1]) for x in value[2]))
-    if isinstance(value, tuple) and len(value) == 2 and value[0] == "cover":    # a coverage judgement
-        v = value[1]
-        return v is None or (isinstance(v, list) and len(v) == 10 and isinstance(v[0], str)
-                             and all(isinstance(x, int) and not isinstance(x, bool) for x in v[1:]))
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "run-result":   # what a keyed run gave
+        return _plain(value[1])
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], bool):   # (proved, units) of a sub-claim
         return isinstance(value[1], int) and not isinstance(value[1], bool) and value[1] >= 0
     return (isinstance(value, tuple) and len(value) in (4, 6) and value[0] in ("proved", "refuted", "unknown")
