@@ -531,3 +531,31 @@ def test_nothing_is_relaxed_without_an_exact_mask():
     claim = X.eq(X.add(TID, Const(1, 32)), X.add(Const(1, 32), TID))
     q = Query([X.ult(TID, Const(1024, 32))], claim, {"tid_x": (0, 1023)}, rlimit=10 ** 7)
     assert q._relaxed({}, 10 ** 6) == (z3.unknown, None)
+
+
+# ----------------------------------------------------------------------------- the quick try (routed reruns)
+
+def test_the_quick_try_proves_a_right_claim_and_refutes_a_wrong_one():
+    """The exact integer encoding asked once on a fresh solver (query._quick, before the
+    certificates in a routed rerun): unsat is a proof; a model is a counterexample only when
+    it breaks the claim by evaluation."""
+    from addrsim.prove.query import _quick
+    conds = [X.ult(TID, Const(1024, 32))]
+    assert _quick(Query(conds, _wave_row(), {"tid_x": (0, 1023)}, rlimit=10 ** 7)) == "proved"
+    got = _quick(Query(conds, _wave_row(shift_ok=False), {"tid_x": (0, 1023)}, rlimit=10 ** 7))
+    assert isinstance(got, dict) and X.evaluate(_wave_row(shift_ok=False), {"tid_x": got["tid_x"]}) == 0
+
+
+def test_a_32_bit_wrap_is_no_quick_proof():
+    """256*head_id*seqlen_q in 32 bits against the same product in 64: wraps where the
+    domain lets the product pass 2**32 (no exact-argument layer); the quick try must not
+    call it proved."""
+    from addrsim.prove.query import _quick
+    prod = X.mul(X.mul(HID, u32(S)), Const(256, 32))
+    claim = X.eq(X.zext(prod, 64), X.mul(X.mul(X.zext(HID, 64), S), c64(256)))
+    conds = [X.ult(HID, u32(H)), X.ule(S, c64(1 << 20)), X.ule(H, c64(256))]
+    got = _quick(Query(conds, claim, RANGES, rlimit=10 ** 7))
+    assert got != "proved"
+    if got is not None:
+        env = dict(got)
+        assert X.evaluate(claim, env) == 0

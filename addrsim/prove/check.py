@@ -428,7 +428,9 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
                 shared[dk] = _proved_on_domain(ctx, claim, expected, ranges)
             if shared[dk]:
                 continue
-        key, stored, asked = _canonical_key((opts.arith, ctx.prop + part, opts.budgets()), claim, conds)
+        quick = prob.routed is not None          # a routed rerun's claims: the quick integer try first
+        key, stored, asked = _canonical_key((opts.arith, ctx.prop + part, opts.budgets()) + (("quick",) * quick),
+                                            claim, conds)
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -445,9 +447,14 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
                        f"({len(seen_keys) - 1} of {len(tg)} queries done)")
                 ctx.stopped_at(fp, why)
                 return Verdict.UNKNOWN, why + _dump(ctx, smt)
+            cap = opts.check_ru - ctx.spent if quick else None     # a routed rerun: the check budget caps it
             v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru,
-                                                    opts.arith)
-            hit = ctx.keep(key, (v, stored(m_), w_, mini, None, used), q is not None and q.wallclock)
+                                                    opts.arith, quick, cap)
+            cut = q is not None and (q.wallclock or (cap is not None and used >= cap))   # not a function of the key
+            if v == "unknown" and cap is not None and used >= cap:
+                w_ = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
+                      f"({len(seen_keys) - 1} of {len(tg)} queries done; the last one stopped at the budget)")
+            hit = ctx.keep(key, (v, stored(m_), w_, mini, None, used), cut)
         verdict, model, why, minimal, _, used = hit
         model = asked(model)
         ctx.spent += used

@@ -53,23 +53,33 @@ def query_key(tag: tuple, claim: Expr, conds: List[Expr], rename: Optional[Dict[
     return h.hexdigest()
 
 
-def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
+def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: bool = False,
+                 cap: Optional[int] = None):
     """(verdict, model, reason, minimal, query, used): a concrete probe first, then the solver;
     a counterexample is minimised within ``min_ru`` resource units.  ``rlimit``: resource
     units of one solver call; ``used``: the units every call spent (the same in every run).
     ``arith`` "bv" or "int" (:mod:`addrsim.backends.ideal`).  ``query`` is the Query when
-    the answer is "unknown" (its SMT-LIB2 text), else None."""
+    the answer is "unknown" (its SMT-LIB2 text), else None.  ``quick``: first the integer
+    encoding on a solver asked once (:func:`_quick`).  ``cap``: units the solver stages may
+    spend together (:attr:`Query.cap`; minimisation keeps its own ``min_ru``)."""
     grid = prob.grid
     names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
     keep = kept_wraps(conds + [claim]) if arith == "int" else None
     q = Query(conds, claim, ranges, rlimit, arith)
+    q.cap = cap
     model = None if q.identity else probe(conds, claim, ranges, order, names, keep=keep,
                                               arrays=getattr(prob, "array_specs", None))
     if model is not None:
         if min_ru <= 0:
             return "refuted", model, None, False, None, 0
         model, minimal = minimize(q, model, prob, min_ru)
+        return "refuted", model, None, minimal, None, q.used
+    got = _quick(q) if quick and arith == "bv" and not q.identity else None
+    if got == "proved":
+        return "proved", None, None, True, None, q.used
+    if got is not None:
+        model, minimal = minimize(q, q.complete(got), prob, min_ru)
         return "refuted", model, None, minimal, None, q.used
     if arith == "bv" and not q.identity and _proved_strengthened(q):
         return "proved", None, None, True, None, q.used
@@ -83,6 +93,32 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv"):
         return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
     model, minimal = minimize(q, q.complete(model), prob, min_ru, cover)
     return "refuted", model, None, minimal, None, q.used
+
+
+QUICK_RU = RU // 4
+"""Units of :func:`_quick`: the README kernel's routed Q SBHD bounds queries (56, two checks)
+are all unsat there within 0.19 Mru (39 within 0.1), where certificates and the pushed
+solvers spent the whole check budget (60 Mru) on the first of 28
+(benchmarks/results/speed_2026-12-05d.txt, finding 1)."""
+
+
+def _quick(q: "Query"):
+    """The query's exact integer encoding (every node that may leave its width under ``mod``;
+    the binary32 division idiom over-approximated) on a fresh solver asked once, within
+    QUICK_RU: Z3 runs its preprocessing only on a solver that was never pushed, and decides
+    in thousands of units claims its incremental core leaves undecided.  "proved" (unsat: the
+    encoding over-approximates the machine), a model that breaks the claim by evaluation, or
+    None.  Its units count in ``q.used``."""
+    iso = q._int_solver()
+    r, _ = q._check(iso, QUICK_RU)
+    q._spent += iso.used
+    if r == z3.unsat:
+        return "proved"
+    if r == z3.sat:
+        mdl = q.complete(q._int_model(iso, q.enc))
+        if violates(q.conds, q.claim, mdl):
+            return mdl
+    return None
 
 
 EARLY_COVER_RU = RU
