@@ -84,3 +84,26 @@ def test_a_division_guard_the_conditions_rule_out_is_dropped():
     e = X.add(X.ite(X.eq(d, Const(0, 32)), flt, X.udiv(x, d)), Const(1, 32))
     assert X.digest(drop_zero_guards(e, lambda _: True)) == X.digest(X.add(X.udiv(x, d), Const(1, 32)))
     assert drop_zero_guards(e, lambda _: False) is e
+
+
+def test_a_stored_division_answer_is_the_proof_again_and_only_for_the_same_term_and_ranges(monkeypatch, tmp_path):
+    """Each term's answer is kept in the query cache by its digest and its symbols' ranges: read
+    back, it gives the same replacement and proof without checking the points again; a term
+    without its corrections, or the same term over wider ranges, is decided by itself."""
+    import addrsim.prove.idioms as I
+    from addrsim.prove.store import open_store
+    addr = X.add(X.mul(llvm_udiv(H, D), Sym("Hs_k", 32)), Sym("tid_x", 32, "lane"))
+    first = exact_divisions(addr, RANGES, store=open_store(tmp_path))
+    store = open_store(tmp_path)                      # another process: read from the file
+    assert store.rejected == 0 and any(k[0] == "division" for k in store)
+    real = I._try_division
+    monkeypatch.setattr(I, "_try_division", lambda *a: (_ for _ in ()).throw(AssertionError("checked again")))
+    again = exact_divisions(addr, RANGES, store=store)
+    assert again[0] is first[0] or X.digest(again[0]) == X.digest(first[0])
+    assert again[1] == first[1] and again[2] == first[2]
+    calls = []
+    monkeypatch.setattr(I, "_try_division", lambda *a: calls.append(1) or real(*a))
+    wrong = exact_divisions(llvm_udiv(H, D, corrections=0), RANGES, store=store)
+    assert wrong[1] == [] and calls
+    calls.clear()
+    assert exact_divisions(addr, {"ratio": (0, 1 << 16), "head_id": (0, 1 << 16)}, store=store)[1] == [] and calls

@@ -333,7 +333,7 @@ def _refusal(ctx: _Ctx, tg: List[Target]) -> Tuple[Optional[str], List[Target]]:
     notes = sorted({n for t in tg for n in t.access.notes})
     if notes:
         return ("; ".join(notes)), tg
-    tg, proofs, left = _prove_divisions(tg, prob, ex, ptr)
+    tg, proofs, left = _prove_divisions(tg, prob, ex, ptr, ctx.cache)
     if left:
         return ("; ".join(sorted(set(left)))[:500]), tg
     ctx.res.division_proofs = proofs
@@ -837,9 +837,10 @@ def _contained(t: Target, a: Expr, env, ptr: str, slice_base: Expr, slice_n: Exp
     return X.bor(X.bnot(in_r), _within(a, t.access.size, X.add(p, slice_base), reach))
 
 
-def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str):
+def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str, store: Optional[dict] = None):
     """Targets with their float-reciprocal divisions proved exact and replaced by udiv
-    (addrsim.prove.idioms); cached on the exploration per pointer, targets and ranges."""
+    (addrsim.prove.idioms); cached on the exploration per pointer, targets and ranges, and
+    each term's answer in ``store`` (the query cache)."""
     ranges = ranges_of(prob)
     enc = IntEncoder(ranges)
     for name, e in prob.kernargs.items():
@@ -862,13 +863,13 @@ def _prove_divisions(tg: List[Target], prob: Problem, ex: Exploration, ptr: str)
     out, proofs, left = [], [], []
     origin = getattr(ex, "origin", None)      # rebuilt nodes keep their instruction (wrap sites)
     for t in tg:
-        a, p1, l1 = exact_divisions(t.address, ranges, origin)
+        a, p1, l1 = exact_divisions(t.address, ranges, origin, store)
         conds = []
         for c in t.conds:
-            c2, p2, _ = exact_divisions(c, ranges)   # float left in a condition is abstracted
+            c2, p2, _ = exact_divisions(c, ranges, store=store)   # float left in a condition is abstracted
             conds.append(c2)
             p1 += p2
-        in_r, p3, _ = exact_divisions(t.access.in_range, ranges)   # the V# check reads the same offsets
+        in_r, p3, _ = exact_divisions(t.access.in_range, ranges, store=store)   # the V# check reads the same offsets
         out.append(Target(t.access, conds, a, in_r))
         p1 += p3
         proofs += p1

@@ -54,13 +54,16 @@ def has_float(e: Expr, memo: Dict[int, bool]) -> bool:
 
 
 def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]],
-                    origin: Optional[Dict[int, tuple]] = None) -> Tuple[Expr, List[DivisionProof], List[str]]:
+                    origin: Optional[Dict[int, tuple]] = None,
+                    store: Optional[dict] = None) -> Tuple[Expr, List[DivisionProof], List[str]]:
     """Replace every float-reciprocal division in ``e`` that is exact over ``ranges`` (symbol
     name -> inclusive integer range) by ``udiv``.  Returns (new expression, proofs, reasons
     for float subterms left in place).  ``origin`` (optional; node id -> (node, pc, text) of
     the instruction that produced it, :mod:`addrsim.prove.wraps`): each rebuilt node, and each
     ``udiv`` put in, is entered as produced by the instruction of the node it replaces, so a
-    wrap in it is still named by its instruction."""
+    wrap in it is still named by its instruction.  ``store`` (the query cache) keeps each
+    term's answer (:func:`_stored_division`), so another check or kernel does not prove the
+    same term over the same ranges again."""
     memo: Dict[int, bool] = {}
     cache: Dict[tuple, dict] = {}
     if not has_float(e, memo):
@@ -76,7 +79,7 @@ def exact_divisions(e: Expr, ranges: Dict[str, Tuple[int, int]],
             continue
         seen.add(id(n))
         if n.width == 32 and n.op not in X.FLOAT_OPS:
-            r = _try_division(n, ranges, cache)
+            r = _stored_division(n, ranges, cache, store)
             if isinstance(r, tuple):
                 repl[id(n)] = r[0]
                 plain[id(n)] = r[2]
@@ -132,6 +135,63 @@ def _replace(e: Expr, repl, memo, origin: Optional[Dict[int, tuple]] = None):
         o = origin[k]
         origin[id(r)] = (r,) + tuple(o[1:])
     return r
+
+
+def _stored_division(n: Expr, ranges, cache, store: Optional[dict]):
+    """:func:`_try_division` of ``n``, kept in ``store`` under the term's digest and the ranges
+    of its symbols (the answer is a function of both): a proof as the positions of its
+    divisor and dividend among the term's candidates (rebuilt here, with the counts the proof
+    checked), a reason, or None."""
+    if store is None:
+        return _try_division(n, ranges, cache)
+    syms = sorted(X.symbols(n))
+    key = ("division", X.digest(n).hex(), tuple((k, tuple(ranges[k]) if k in ranges else None) for k in syms))
+    got = store.get(key)
+    if isinstance(got, tuple) and len(got) == 2 and got[0] == "division":
+        r = _rebuilt(n, got[1])
+        if r is not False:
+            return r
+    r = _try_division(n, ranges, cache)
+    value = r if not isinstance(r, tuple) else _positions(n, r)
+    if value is not False:
+        store[key] = ("division", value)
+    return r
+
+
+def _divisors(n: Expr) -> List[Expr]:
+    return [m.args[0].args[0] for m in X.walk(n) if isinstance(m, Op) and m.op == "f32_rcp"
+            and isinstance(m.args[0], Op) and m.args[0].op == "f32_from_u32"]
+
+
+def _positions(n: Expr, r) -> object:
+    """A proof of :func:`_try_division` as [divisor position, dividend position, box, points,
+    variants]; False when its operands are not found again (not stored)."""
+    _, proof, plain = r
+    x, d = plain.args
+    ds = _divisors(n)
+    for i, dd in enumerate(ds):
+        if dd is d or repr(dd) == repr(d):
+            xs = _dividend_candidates(n, dd)
+            for j, xx in enumerate(xs):
+                if xx is x or repr(xx) == repr(x):
+                    return [i, j, [[k, lo, hi] for k, (lo, hi) in sorted(proof.ranges.items())], proof.points,
+                            proof.variants]
+    return False
+
+
+def _rebuilt(n: Expr, got) -> object:
+    """The answer :func:`_positions` stored, for ``n`` again; False when it does not fit."""
+    if got is None or isinstance(got, str):
+        return got
+    try:
+        i, j, box, points, variants = got
+        d = _divisors(n)[i]
+        x = _dividend_candidates(n, d)[j]
+        box = {str(k): (int(lo), int(hi)) for k, lo, hi in box}
+    except (ValueError, TypeError, IndexError):
+        return False
+    guarded = X.ite(X.eq(d, Const(0, 32)), n, X.udiv(x, d))
+    return guarded, DivisionProof(repr(n)[:120], repr(x), repr(d), box, int(points), int(variants)), X.udiv(x, d)
 
 
 def _try_division(n: Expr, ranges, cache) -> Optional[object]:

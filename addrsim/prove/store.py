@@ -122,7 +122,8 @@ def _well_formed(value) -> bool:
     resource units) or a loop decision (answer, model, reason, resource units), an int-mode answer, a witness model (a dict)
     or its absence, a replay (Counterexample, Witness, ReplayFailure), an unsat core ("core", texts or None),
     a keyed concrete run ("runs", packed visits, registers read after each stretch) and its result
-    ("run-result", plain JSON: :mod:`addrsim.prove.runs`),
+    ("run-result", plain JSON: :mod:`addrsim.prove.runs`), a float-reciprocal division's answer ("division",
+    positions of its operands with the counts checked, a reason, or None: :mod:`addrsim.prove.idioms`),
     a check's display formulas ("formulas", two texts, two sympy trees or None),
     a kernel's scan report ("report", dict: :func:`addrsim.commands.scan.report_key`)."""
     if value is None or isinstance(value, (Counterexample, Witness, ReplayFailure)):
@@ -141,6 +142,9 @@ def _well_formed(value) -> bool:
         return (isinstance(value[1], list) and all(isinstance(t, str) for t in value[1]) and isinstance(value[2], list)
                 and all(isinstance(x, list) and len(x) == 2 and isinstance(x[0], int) and isinstance(x[1], list)
                         and all(isinstance(r, str) for r in x[1]) for x in value[2]))
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "division":   # a float-reciprocal term's answer
+        v = value[1]
+        return v is None or isinstance(v, str) or (isinstance(v, list) and len(v) == 5)
     if isinstance(value, tuple) and len(value) == 2 and value[0] == "run-result":   # what a keyed run gave
         return _plain(value[1])
     if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], bool):   # (proved, units) of a sub-claim
