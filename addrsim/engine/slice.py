@@ -354,13 +354,18 @@ class LiveTrace:
         self.log: List[int] = []                  # stretches in the order the run entered them
         self.since: Dict[str, int] = {}           # register -> log position its value dates from
         self.live: Dict[int, set] = {}
+        self.names: Dict[int, Tuple[str, ...]] = {}   # register names of an unstepped instruction, by index
 
     def skipped(self, index: int, regs) -> None:
         e = self.entry_at.get(index)
         if e is not None:
             self.log.append(e)
-        for r in regs:
-            self.since[reg_name(r)] = len(self.log) - 1
+        names = self.names.get(index)
+        if names is None:
+            names = self.names[index] = tuple(reg_name(r) for r in regs)
+        at = len(self.log) - 1
+        for r in names:
+            self.since[r] = at
 
     def wrote(self, reg: str) -> None:
         self.since[reg] = len(self.log)
