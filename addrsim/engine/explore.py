@@ -376,20 +376,8 @@ def run_concrete(code: List[Instr], m: ConcreteLanes, stop_addr: int, max_steps:
     or refuses an instruction, it is run again unsliced from the same start, so the answer
     is always the unsliced run's.  ``visits`` and ``trace``: as :func:`run_to_end`'s."""
     plan = replay_plan(code, stop_addr)
-    if plan is None:
-        return _run_concrete(code, m, stop_addr, max_steps, occurrence, None)
-    start = m.clone()
-    count = [0] * len(code) if visits is not None else None
-    m.trace = trace
-    try:
-        out = _run_concrete(code, m, stop_addr, max_steps, occurrence, plan, count)
-    except (SliceMiss, Unsupported):
-        return _run_concrete(code, start, stop_addr, max_steps, occurrence, None)
-    finally:
-        m.trace = None
-    if count is not None:
-        visits[:] = count
-    return out
+    return _sliced_first(m, plan, visits, trace, len(code),
+                         lambda mm, pl, count: _run_concrete(code, mm, stop_addr, max_steps, occurrence, pl, count))
 
 
 def run_to_end(code: List[Instr], m: ConcreteLanes, pcs, max_steps: int = 200_000,
@@ -406,13 +394,24 @@ def run_to_end(code: List[Instr], m: ConcreteLanes, pcs, max_steps: int = 200_00
     from addrsim.engine.slice import accesses_plan
     pcs = frozenset(pcs)
     plan = accesses_plan(code, pcs)
+    return _sliced_first(m, plan, visits, trace, len(code),
+                         lambda mm, pl, count: _run_all(code, mm, pcs, max_steps, pl, count))
+
+
+def _sliced_first(m: ConcreteLanes, plan: Optional[ReplayPlan], visits, trace, n: int, run):
+    """``run(machine, plan, counts)`` sliced under ``plan`` (``trace`` told of it), and again
+    unsliced from the same start when the sliced run reads a register it skipped or refuses
+    an instruction; without a plan, unsliced only.  ``visits`` receives the sliced run's
+    per-instruction counts (``n`` instructions) only when its answer is the one returned."""
+    if plan is None:
+        return run(m, None, None)
     start = m.clone()
-    count = [0] * len(code) if visits is not None and plan is not None else None
-    m.trace = trace if plan is not None else None
+    count = [0] * n if visits is not None else None
+    m.trace = trace
     try:
-        out = _run_all(code, m, pcs, max_steps, plan, count)
+        out = run(m, plan, count)
     except (SliceMiss, Unsupported):
-        return _run_all(code, start, pcs, max_steps, None)
+        return run(start, None, None)
     finally:
         m.trace = None
     if count is not None:

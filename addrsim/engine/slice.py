@@ -343,11 +343,13 @@ def program_of(code: List[Instr], stop_addrs) -> Optional[SlicedProgram]:
 class LiveTrace:
     """Which registers a concrete run reads after each stretch of a :class:`SlicedProgram`
     (their value at the stretch's end, whether it wrote them or they passed through): the
-    machine reports each register read (``read``) and each whole scalar write of a stepped
-    instruction (``wrote``); :func:`addrsim.engine.explore` reports each unstepped instruction
-    (``skipped``).  A report the machine leaves out only makes ``live`` larger (a vector
-    write is never counted as a kill: it may keep inactive lanes), so what it misses costs
-    reuse, not soundness."""
+    machine reports every register read (``read``: SGPRs and VCC through ``_sword``, VGPRs
+    and AGPRs through ``_vword``, SCC where an instruction or a branch reads it; EXEC is never
+    written by a stretch, and :meth:`SlicedProgram.seen_effects` counts it always) and the
+    whole scalar writes of stepped instructions (``wrote``); :func:`addrsim.engine.explore`
+    reports each unstepped instruction (``skipped``).  Every read must be reported; a write
+    left out only makes ``live`` larger (a vector write is never counted as a kill: it may
+    keep inactive lanes), which costs reuse, not soundness."""
 
     def __init__(self, prog: SlicedProgram):
         self.entry_at = {n: e for e, n in enumerate(prog.start)}

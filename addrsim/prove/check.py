@@ -450,11 +450,12 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
             cap = opts.check_ru - ctx.spent if quick else None     # a routed rerun: the check budget caps it
             v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru,
                                                     opts.arith, quick, cap)
-            cut = q is not None and (q.wallclock or (cap is not None and used >= cap))   # not a function of the key
-            if v == "unknown" and cap is not None and used >= cap:
+            capped = cap is not None and used >= cap
+            if v == "unknown" and capped:
                 w_ = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
                       f"({len(seen_keys) - 1} of {len(tg)} queries done; the last one stopped at the budget)")
-            hit = ctx.keep(key, (v, stored(m_), w_, mini, None, used), cut)
+            # an answer the cap or the wall clock cut is not a function of the key: not cached
+            hit = ctx.keep(key, (v, stored(m_), w_, mini, None, used), q is not None and (q.wallclock or capped))
         verdict, model, why, minimal, _, used = hit
         model = asked(model)
         ctx.spent += used

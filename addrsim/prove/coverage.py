@@ -145,14 +145,18 @@ def _fits(prob: Problem, cand, zero, consts, last_tile: bool):
 
 
 def _store_pcs(ex) -> Dict[int, str]:
-    """Store instruction address -> the one pointer argument its V# base is built from."""
-    ptrs: Dict[int, str] = {}
-    for acc in ex.accesses:
-        if acc.kind == "store":
-            ps = pointers_in(acc.base)
-            if len(ps) == 1:
-                ptrs.setdefault(acc.instr.addr, ps[0])
-    return ptrs
+    """Store instruction address -> the one pointer argument its V# base is built from.
+    Cached on ``ex``."""
+    memo = ex.derived.setdefault("coverage-stores", {})
+    if "ptrs" not in memo:
+        ptrs: Dict[int, str] = {}
+        for acc in ex.accesses:
+            if acc.kind == "store":
+                ps = pointers_in(acc.base)
+                if len(ps) == 1:
+                    ptrs.setdefault(acc.instr.addr, ps[0])
+        memo["ptrs"] = ptrs
+    return memo["ptrs"]
 
 
 def _waves(sub) -> int:
@@ -166,14 +170,14 @@ def _machines(sub, prob: Problem, shape, ids):
     return env, [concrete_machine(sub.kernel, sub.arch, sub.ms, argvals, ids, w) for w in range(_waves(sub))]
 
 
-def _stores(sub, ex, prob: Problem, shape, ids) -> object:
+def _stores(sub, ex, env, machines, ids) -> object:
     """(pointer -> [(pc, wave, lane, address, size, atomic)] of every store the workgroup's
-    waves make, env, visits, live) or a string saying why the run could not be made.
+    waves make (``machines``, their starting states at ``env``: :func:`_machines`), visits,
+    live) or a string saying why the run could not be made.
     ``visits``: per wave, how often the sliced run entered each instruction; ``live``: per
     entry of the sliced program (:func:`_program`), the registers some wave read after it
     (:class:`addrsim.engine.slice.LiveTrace`); both None when a wave's answer is the
     unsliced run's.  Cached on ``ex``."""
-    env, machines = _machines(sub, prob, shape, ids)
     key = ("coverage", tuple(sorted((a.name, env[a.name]) for a in sub.kernel.args if a.name in env)),
            tuple(sorted(ids.items())))
     cache = ex.derived.setdefault("coverage", {})
@@ -199,13 +203,13 @@ def _stores(sub, ex, prob: Problem, shape, ids) -> object:
                     if a.active.value and a.in_range.value:
                         out.setdefault(ptrs[pc], []).append((pc, w, lane, a.address.value, a.size,
                                                              "atomic" in a.instr.mnemonic))
-            visits = visits + [counted] if visits is not None and counted and trace is not None else None
+            visits = visits + [counted] if visits is not None and counted else None
             for e, regs in (trace.live.items() if trace is not None else ()):
                 live.setdefault(e, set()).update(regs)
     except (ReplayBudget, Unsupported) as e:
         cache[key] = f"the workgroup could not be run to its end ({e})"
         return cache[key]
-    cache[key] = (out, env, visits, None if visits is None else live)
+    cache[key] = (out, visits, None if visits is None else live)
     return cache[key]
 
 
@@ -242,10 +246,10 @@ def _judged(sub, ex, prob: Problem, buffer, ptr, tile, shape, ids, store) -> Opt
         hit = stored_fault(store, run, _store_pcs(ex), what)
         if hit is not None:
             return hit[0]
-    got = _stores(sub, ex, prob, shape, ids)
+    got = _stores(sub, ex, env, machines, ids)
     if isinstance(got, str):
         return got
-    stores, env, visits, live = got
+    stores, visits, live = got
     fault = _judge(buffer, t, origin, stores.get(ptr, []), shape, ids)
     if run is not None and visits is not None:
         keep_fault(store, run, _store_pcs(ex), what, fault, visits, live)
