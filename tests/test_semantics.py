@@ -129,3 +129,18 @@ def test_symbolic_matches_concrete(a, b):
         sym = S.TABLE[name].fn(x, y)
         got = [X.evaluate(o, {"x": a, "y": b}) for o in sym]
         assert got == run(name, a, b), name
+
+
+@settings(max_examples=300, deadline=None)
+@given(base=st.integers(0, (1 << 48) - 1), soffset=u32, ioff=st.integers(0, 4095), voff=u32, index=u32,
+       stride=st.integers(0, (1 << 14) - 1), nrec=u32, size=st.sampled_from([1, 2, 4, 8, 12, 16]), idxen=st.booleans())
+def test_a_known_linear_buffer_access_is_the_expression_formula_on_integers(base, soffset, ioff, voff, index, stride,
+                                                                           nrec, size, idxen):
+    """The concrete interpreter's integer path (isa.memory.linear_access) gives the address
+    and the range check the expression formulas give on the same constants."""
+    from addrsim.isa.memory import buffer_in_range, linear_access
+    c64 = lambda v: X.zext(Const(v, 32), 64)  # noqa: E731
+    addr = X.add(X.add(X.add(X.add(X.zext(Const(base, 48), 64), c64(soffset)), Const(ioff, 64)), c64(voff)),
+                 X.mul(c64(index), X.zext(Const(stride, 14), 64)))
+    inr = buffer_in_range(Const(index, 32), Const(voff, 32), ioff, Const(stride, 14), Const(nrec, 32), size, idxen)
+    assert linear_access(base, soffset, ioff, voff, index, stride, nrec, size, idxen) == (addr.value, inr.value)

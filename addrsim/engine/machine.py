@@ -27,7 +27,7 @@ from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.backends.z3_bv import offset_from
-from addrsim.isa.memory import buffer_in_range, buffer_offset, global_offset, vsharp_fields
+from addrsim.isa.memory import buffer_in_range, buffer_offset, global_offset, linear_access, vsharp_fields
 from addrsim.isa.operands import EXEC_LO, M0, VCC_LO, constant, parse_register  # noqa: F401  (EXEC_LO, M0: re-exported)
 from addrsim.isa.table import Row, effects, lookup, split_operands
 
@@ -550,6 +550,8 @@ class Machine:
         # where the swizzle/add_tid bits are not constants the address is built linear, and
         # prove.check uses it only where it proves both bits 0 (Access.linear)
         soffset = self.read_scalar(soff, 32)
+        known = (modes is not None and linear.value == 1
+                 and all(isinstance(e, Const) for e in (base, stride, words[2], soffset)))
         self.last_access = []
         for lane in range(self.nlanes):
             index = voff = Const(0, 32)
@@ -560,6 +562,13 @@ class Machine:
                 index = self.read_vector(vaddr, 32, lane)
             elif offen:
                 voff = self.read_vector(vaddr, 32, lane)
+            if known and isinstance(index, Const) and isinstance(voff, Const):     # a concrete run: integers
+                addr, inr = linear_access(base.value, soffset.value, ioff, voff.value, index.value, stride.value,
+                                          words[2].value, row.nbytes, bool(idxen))
+                self.last_access.append(Access(ins, "load" if is_load else "store", tuple(self.path), words, base,
+                                               stride, words[2], Const(addr, 64), self.lane_active(lane), lds, (),
+                                               size=row.nbytes, in_range=Const(inr, 1), linear=linear))
+                continue
             if modes is None or linear.value == 1:
                 addr = X.add(X.add(X.add(X.add(X.zext(base, 64), X.zext(soffset, 64)), Const(ioff, 64)),
                                    X.zext(voff, 64)), X.mul(X.zext(index, 64), X.zext(stride, 64)))

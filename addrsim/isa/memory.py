@@ -1,7 +1,7 @@
 """Memory instructions: access sizes, the V# and the MUBUF range check.
 
 Owns :func:`access_size`, :func:`vsharp_fields`, :func:`buffer_offset` and
-:func:`buffer_in_range`.  May import addrsim.ir only.  Facts (AMD Instinct MI300 ISA Reference
+:func:`buffer_in_range` (and :func:`linear_access`, their integer form).  May import addrsim.ir only.  Facts (AMD Instinct MI300 ISA Reference
 Guide, CDNA3; the same in CDNA4):
 
 * Buffer addressing (chapter 9, "Buffer Instructions"): V# dword0-1 hold base[47:0] and
@@ -100,3 +100,16 @@ def buffer_in_range(index: Expr, voff: Expr, ioff: int, stride: Expr, num_record
         return raw
     structured = X.ult(index, num_records)
     return X.ite(X.eq(stride, Const(0, stride.width)), raw, structured)
+
+
+def linear_access(base: int, soffset: int, ioff: int, voff: int, index: int, stride: int, num_records: int,
+                  size: int, idxen: bool) -> Tuple[int, int]:
+    """(64-bit byte address, 1 when in range else 0) of a linear MUBUF access whose operands
+    are all known integers: the linear formula of the module docstring (``base`` 48-bit,
+    ``soffset``, ``voff``, ``index`` and ``num_records`` 32-bit, ``stride`` 14-bit, in bytes)
+    and :func:`buffer_in_range`, computed on integers for the concrete interpreter's runs
+    instead of building constant expressions (the same values: ``tests/test_semantics.py``)."""
+    m64 = (1 << 64) - 1
+    addr = (base + soffset + ioff + voff + index * stride) & m64
+    raw = ((voff + ioff + size) & m64) <= num_records
+    return addr, int(raw if not idxen or stride == 0 else index < num_records)

@@ -89,6 +89,8 @@ class Problem:
     declared: Dict[str, Tuple[int, int]] = field(default_factory=dict)  # bounds before the domain narrows them
     grid_count: Dict[str, Expr] = field(default_factory=dict)   # grid id name -> workgroups on its axis (64-bit)
     tiles: Dict[str, Dict[str, Expr]] = field(default_factory=dict)   # buffer -> what one workgroup stores (TILE_KEYS)
+    memory_weak: Optional[Expr] = None  # the memory limit on the tensors every family shares (None: no weaker one)
+    _weak_memo: Optional[tuple] = field(default=None, repr=False, compare=False)   # (domain ids, weakened())
 
     def shape_of(self, model: Dict[str, int]) -> Dict[str, int]:
         """The shape of a solver model as reported: every shape variable (its lower bound
@@ -125,9 +127,30 @@ class Problem:
         domain changes, so a bound never outlives the condition it came from.  A domain the
         narrowing finds empty keeps its declared bounds: the solvers show it empty and name
         the assumptions that exclude every shape (verdict unreachable)."""
-        r = implied_ranges(self.domain, {v: self.declared[v] for v in SHAPE_VARS if v in self.declared})
+        self.bounds = self._narrowed(self.domain)
+
+    def _narrowed(self, domain: List[Expr]) -> Dict[str, Tuple[int, int]]:
+        r = implied_ranges(domain, {v: self.declared[v] for v in SHAPE_VARS if v in self.declared})
         empty = any(lo > hi for lo, hi in r.values())
-        self.bounds = dict(self.declared, **({} if empty else {v: r[v] for v in r if v not in self.fixed}))
+        return dict(self.declared, **({} if empty else {v: r[v] for v in r if v not in self.fixed}))
+
+    def weakened(self) -> Optional[Tuple[Expr, Expr, Dict[str, Tuple[int, int]]]]:
+        """(the memory layer's condition in ``domain``, ``memory_weak``, the bounds the domain
+        implies with the one replaced by the other); None when there is no weaker condition.
+        ``memory_weak`` is the same limit on the tensors every family of the models shares
+        (the dQ accumulator left out: :func:`_shared_tensors`), so every shape of ``domain``
+        is in the weakened one: a proof there is a proof here, and a lexicographically least
+        counterexample there that lies in ``domain`` is the least here
+        (:func:`addrsim.prove.query.weak_first`)."""
+        ids = tuple(map(id, self.domain))
+        if self._weak_memo is None or self._weak_memo[0] != ids:
+            fits = next((a.expr for a in self.assumptions if a.layer == "memory"), None)
+            out = None
+            if self.memory_weak is not None and fits is not None and any(c is fits for c in self.domain):
+                out = fits, self.memory_weak, self._narrowed([self.memory_weak if c is fits else c
+                                                              for c in self.domain])
+            self._weak_memo = (ids, out)
+        return self._weak_memo[1]
 
     def implied(self) -> Dict[str, Tuple[int, int]]:
         """The shape ranges the domain narrows (variable -> (lo, hi)), for the report."""
@@ -226,7 +249,7 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
                                                                                 "step_min") if k in spec}
                    for a, spec in ms.arrays.items()} if b.mode == "group" else {}
     _kernel_layers(b, shape, grid, lane, bound_overrides or {})
-    memory, limit = _memory_layer(b, arch, memory_gib)
+    memory, limit, weak = _memory_layer(b, arch, memory_gib)
     _exact_layer(b, con, exact)
     entries = _routing(b, host, routed)
     dom = [a.expr for a in b.asm if a.layer in KERNEL_LAYERS or (a.layer == "routing" and a.entry == routed)]
@@ -236,7 +259,7 @@ def build_problem(ms: ModelSet, kernel: Kernel, layout: str, lane: Sym,
                    expected, etext, grid, lane, b.names, b.notes, b.mode, memory, limit, array_args, array_specs,
                    extent, slices, reach, (host or {}).get("name"), host_why, b.asm, entries, routed,
                    {k: (e, w) for k, (e, w, _) in exact.items()}, declared=dict(b.bounds),
-                   grid_count=dict(b.grid_count), tiles=tiles)
+                   grid_count=dict(b.grid_count), tiles=tiles, memory_weak=weak)
     prob.narrow()
     return prob
 
@@ -388,17 +411,17 @@ def _kernel_layers(b: _Build, shape, grid, lane, overrides) -> None:
 
 
 def _memory_layer(b: _Build, arch, memory_gib):
-    """(bytes every tensor of the family takes, device memory in bytes or 0) and the memory
-    layer.  Raises InputError when the sum could pass 2**63 under the bounds."""
+    """(bytes every tensor of the family takes, device memory in bytes or 0, the shared memory
+    condition or None) and the memory layer.  The shared condition (:func:`_shared_tensors`)
+    is the same limit on fewer tensors: implied by the layer's, and None when it is the same
+    expression.  Raises InputError when the sum could pass 2**63 under the bounds."""
     mem = b.ms.memory
     tens = dict(mem.get("group_tensors" if b.mode == "group" else "tensors") or {})
     tens.update((b.fam or {}).get("memory") or {})
-    terms = [b.parse(str(e), f"memory.{t}") for t, e in tens.items() if e is not None]
+    terms = [(t, b.parse(str(e), f"memory.{t}")) for t, e in tens.items() if e is not None]
     if not terms:
-        return None, 0
-    memory = terms[0]
-    for e in terms[1:]:
-        memory = X.add(memory, e)
+        return None, 0, None
+    memory = _sum([e for _, e in terms])
     from addrsim.backends.ideal import ideal_eval
     top = ideal_eval(memory, {v: b.bounds[v][1] for v in SHAPE_VARS}, set())
     if top >= 1 << 63:
@@ -407,11 +430,56 @@ def _memory_layer(b: _Build, arch, memory_gib):
     gib = memory_gib if memory_gib is not None else (mem.get("devices") or {}).get(arch or "")
     if not gib:
         b.notes.append(f"no device memory known for {arch}: shapes are not limited by memory")
-        return memory, 0
+        return memory, 0, None
     limit = int(gib * (1 << 30))
-    b.add("memory", X.ule(memory, Const(limit, 64)), f"every tensor of the family fits in {gib:g} GiB",
+    fits = X.ule(memory, Const(limit, 64))
+    b.add("memory", fits, f"every tensor of the family fits in {gib:g} GiB",
           "--memory-gib" if memory_gib is not None else f"{b.msrc}: memory.devices.{arch}")
-    return memory, limit
+    shared = _shared_tensors(b.ms, b.mode)
+    kept = [e for t, e in terms if t in shared]
+    weak = X.ule(_sum(kept), Const(limit, 64)) if kept else None
+    return memory, limit, (weak if weak is not None and X.digest(weak) != X.digest(fits) else None)
+
+
+def _sum(terms: List[Expr]) -> Expr:
+    out = terms[0]
+    for e in terms[1:]:
+        out = X.add(out, e)
+    return out
+
+
+def _shared_tensors(ms: ModelSet, mode: str) -> frozenset:
+    """The tensors of the memory model (``tensors`` or ``group_tensors`` by ``mode``) whose
+    size is the same expression in every family of ``ms``: no family overrides it in its
+    ``memory`` mapping, and it names (through ``derived``) no family parameter whose value
+    differs between families (``acc``, the dQ accumulator's bytes per element: 0, 2 or 4).
+    Their sum is at most the whole sum, since every size is a product of non-negative
+    values and the whole sum stays below 2**63 (:func:`_memory_layer`): the limit on it is
+    weaker than the memory layer's and the same in sibling families that differ only in
+    their accumulator (a16 and a32), so their queries share cache keys
+    (:attr:`Problem.memory_weak`)."""
+    tens = ms.memory.get("group_tensors" if mode == "group" else "tensors") or {}
+    defaults = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0, "acc": 0}
+    values: Dict[str, set] = {}
+    for fam in ms.families:
+        params = dict(defaults, **(fam.get("params") or {}))
+        for k, v in params.items():
+            values.setdefault(k, set()).add(str(v))
+    varying = {k for k, vs in values.items() if len(vs) > 1}
+    overridden = {t for fam in ms.families for t in (fam.get("memory") or {})}
+    return frozenset(t for t, e in tens.items()
+                     if e is not None and t not in overridden and not (_names_of(str(e), ms) & varying))
+
+
+def _names_of(text: str, ms: ModelSet, seen: Optional[set] = None) -> set:
+    """The identifiers ``text`` names, with those of the ``derived`` entries it uses."""
+    seen = set() if seen is None else seen
+    for n in re.findall(r"[A-Za-z_]\w*", text):
+        if n not in seen:
+            seen.add(n)
+            if n in ms.derived:
+                _names_of(ms.derived[n], ms, seen)
+    return seen
 
 
 def _exact_layer(b: _Build, con, exact) -> None:

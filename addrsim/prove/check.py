@@ -28,7 +28,7 @@ import hashlib
 import time
 from dataclasses import dataclass, field, replace as replace_dc
 from collections import Counter
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from addrsim.backends.ideal import kept_wraps
 from addrsim.backends.z3_int import IntEncoder
@@ -40,8 +40,8 @@ from addrsim.prove.idioms import exact_divisions
 from addrsim.prove.machines import LANE
 from addrsim.prove.options import Options
 from addrsim.backends.z3_run import RU
-from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, holds_exactly, proved_within,
-                                 query_key, ranges_of, solve, violates)
+from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, holds_exactly, meets,
+                                 proved_within, query_key, ranges_of, solve, violates, weakened_query)
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.coverage import Fault, coverage
@@ -73,6 +73,7 @@ class _Ctx:
     known: dict = field(default_factory=dict)   # claim digest -> condition-digest sets it was proved under (wider domain)
     refuted: dict = field(default_factory=dict)  # claim digest -> [(condition digests, model)] at a proven minimum
     left: dict = field(default_factory=dict)     # claim digest -> [(condition digests, why)] where another check stopped
+    memory_matters: bool = False    # a weakened query's least counterexample needed more memory (_weak_first)
 
     def subsumed(self, fp) -> bool:
         """Was the claim of fingerprint ``fp`` (:func:`fingerprint`) proved under a subset of
@@ -88,12 +89,9 @@ class _Ctx:
         satisfies every one of ``conds`` and breaks the claim by evaluation: then it is this
         query's least counterexample too (its failing set is a subset of the other's)."""
         back = {c: n for n, c in fp[0].items()}
-        need = {s for e in conds + [claim] for s in X.symbols(e)}
-        keep = kept_wraps(conds + [claim]) if self.opts.arith == "int" else None
         for cs, model in self.refuted.get(fp[1], ()):
             m = X.rename_model(model, back)
-            if (cs <= fp[2] and all(s in m or s + "[]" in m for s in need)
-                    and violates(conds, claim, m, keep)):
+            if cs <= fp[2] and meets(conds, claim, m, self.opts.arith):
                 return m
         return None
 
@@ -429,8 +427,8 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
             if shared[dk]:
                 continue
         quick = prob.routed is not None          # a routed rerun's claims: the quick integer try first
-        key, stored, asked = _canonical_key((opts.arith, ctx.prop + part, opts.budgets()) + (("quick",) * quick),
-                                            claim, conds)
+        tag = (opts.arith, ctx.prop + part, opts.budgets()) + (("quick",) * quick)
+        key, stored, asked = _canonical_key(tag, claim, conds)
         if key in seen_keys:
             continue
         seen_keys.add(key)
@@ -441,21 +439,15 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
             return Verdict.UNKNOWN, why + _dump(ctx, smt)
         # a carried counterexample is not cached: the key names decide_query's own answer
         hit = ("refuted", stored(reuse[1]), None, True, None, 0) if reuse is not None else ctx.cached(key)
+        if hit is None and not ctx.out_of_budget():
+            hit = _weak_first(ctx, tag, claim, conds, stored, quick)
         if hit is None:
             if ctx.out_of_budget():
                 why = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
                        f"({len(seen_keys) - 1} of {len(tg)} queries done)")
                 ctx.stopped_at(fp, why)
                 return Verdict.UNKNOWN, why + _dump(ctx, smt)
-            cap = opts.check_ru - ctx.spent if quick else None     # a routed rerun: the check budget caps it
-            v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru,
-                                                    opts.arith, quick, cap)
-            capped = cap is not None and used >= cap
-            if v == "unknown" and capped:
-                w_ = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
-                      f"({len(seen_keys) - 1} of {len(tg)} queries done; the last one stopped at the budget)")
-            # an answer the cap or the wall clock cut is not a function of the key: not cached
-            hit = ctx.keep(key, (v, stored(m_), w_, mini, None, used), q is not None and (q.wallclock or capped))
+            hit = _decided(ctx, key, stored, conds, claim, ranges, quick, f"{len(seen_keys) - 1} of {len(tg)}")
         verdict, model, why, minimal, _, used = hit
         model = asked(model)
         ctx.spent += used
@@ -468,6 +460,49 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         if minimal:
             ctx.refuted_under(fp, model)
         return _counterexample(ctx, t, key, model, minimal, a, a00, env, expected, conds, claim, ranges)
+    return None
+
+
+def _decided(ctx: _Ctx, key, stored, conds, claim, ranges, quick: bool, done: str):
+    """(verdict, model in cache names, reason, minimal, None, units) of one access's query by
+    :func:`decide_query`, kept in the cache under ``key`` unless the wall clock or the check
+    budget cut it (``quick``: a routed rerun's query, capped by what is left of the check's
+    budget; ``done``: how many queries were decided, for that reason)."""
+    opts = ctx.opts
+    cap = opts.check_ru - ctx.spent if quick else None     # a routed rerun: the check budget caps it
+    v, m_, w_, mini, q, used = decide_query(conds, claim, ranges, opts.query_ru, ctx.prob, opts.min_ru,
+                                            opts.arith, quick, cap)
+    capped = cap is not None and used >= cap
+    if v == "unknown" and capped:
+        w_ = (f"check budget of {opts.check_ru / RU:g} Mru spent before every access was decided "
+              f"({done} queries done; the last one stopped at the budget)")
+    # an answer the cap or the wall clock cut is not a function of the key: not cached
+    return ctx.keep(key, (v, stored(m_), w_, mini, None, used), q is not None and (q.wallclock or capped))
+
+
+def _weak_first(ctx: _Ctx, tag, claim, conds, stored, quick: bool):
+    """The answer (in ``stored``'s names, no units: they are charged here) of the query on
+    the weakened domain (:func:`addrsim.prove.query.weakened_query`) when it answers the
+    real one, else None: when it proves the claim, or finds a proven-minimal counterexample
+    that :func:`meets` every real condition (the real failing set is a subset of the weak
+    one, so the least weak counterexample that lies in it is its least).  Its key is the one
+    a real query of the same conditions has: the a16 kernel's queries answer the a32's.  Once
+    a weak counterexample lies outside the real memory limit, the check's later queries skip
+    this phase (``--memory-gib 16`` on the a32 kernel's dQ: 32 queries, each minimised twice)."""
+    w = weakened_query(conds, ctx.prob) if not ctx.memory_matters else None
+    if w is None:
+        return None
+    conds_w, ranges = w
+    key, stored_w, asked_w = _canonical_key(tag, claim, conds_w)
+    hit = ctx.cached(key)
+    if hit is None:
+        hit = _decided(ctx, key, stored_w, conds_w, claim, ranges, quick, "the weak")
+    ctx.spent += hit[5]
+    if hit[0] == "proved":
+        return "proved", None, None, True, None, 0
+    if hit[0] == "refuted" and hit[3] and meets(conds, claim, asked_w(hit[1]), ctx.opts.arith):
+        return "refuted", stored(asked_w(hit[1])), None, True, None, 0
+    ctx.memory_matters = hit[0] == "refuted"     # this check's claims need the whole memory limit: no more
     return None
 
 
@@ -510,18 +545,16 @@ def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
         lin = X.substitute(t.access.linear, env)
         if isinstance(lin, Const):
             continue
-        conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
-        conds += array_facts(conds + [lin], prob)
-        key, _, _ = _canonical_key(("linear V#", opts.arith, opts.budgets()), lin, conds)
-        if key in seen:
-            continue
-        seen.add(key)
-        hit = ctx.cached(key)
-        if hit is None:
-            proved, used, wall = proved_within(conds, lin, ranges, opts.query_ru, opts.arith)
-            hit = ctx.keep(key, (proved, used), wall)
-        ctx.spent += hit[1]
-        if not hit[0]:
+        path = [X.substitute(c, env) for c in t.conds]
+
+        def attempt(dom, rng):
+            conds = path + dom
+            conds += array_facts(conds + [lin], prob)
+            key, _, _ = _canonical_key(("linear V#", opts.arith, opts.budgets()), lin, conds)
+            proved = key in seen or _proved_cached(ctx, key, conds, lin, rng)   # a key seen was proved
+            seen.add(key)
+            return proved
+        if not _proved_either(ctx, ranges, attempt):
             return Verdict.UNSUPPORTED, (f"V# swizzle_enable/add_tid_enable at {t.access.instr.addr:#x} is computed "
                                          f"and not proved 0: the address was built linear (a computed swizzle bit "
                                          f"is not modelled)")
@@ -537,19 +570,45 @@ about 1 Mru each, ran out of the check budget after 13 to 36)."""
 
 def _proved_on_domain(ctx: _Ctx, claim: Expr, expected: Expr, ranges) -> bool:
     """Is ``claim`` proved under the problem's domain alone (fewer hypotheses than any
-    access's query: a proof holds on every path)?  One solver pass within the query budget,
-    cached like every query; its units count in the check's."""
+    access's query: a proof holds on every path)?  One solver pass within the query budget
+    (on the weakened domain first, :func:`_proved_either`), cached like every query; its
+    units count in the check's."""
     prob, opts = ctx.prob, ctx.opts
-    conds = list(prob.domain)
-    conds += array_facts(conds + [claim, expected], prob)
-    key, _, _ = _canonical_key(("domain alone", opts.arith, ctx.prop, opts.budgets()), claim, conds)
+
+    def attempt(dom, rng):
+        conds = dom + array_facts(dom + [claim, expected], prob)
+        key, _, _ = _canonical_key(("domain alone", opts.arith, ctx.prop, opts.budgets()), claim, conds)
+        return _proved_cached(ctx, key, conds, claim, rng)
+    if not _proved_either(ctx, ranges, attempt):
+        return False
+    real = list(prob.domain)
+    ctx.proved_under(fingerprint(claim, real + array_facts(real + [claim, expected], prob)))
+    return True
+
+
+def _proved_either(ctx: _Ctx, ranges, attempt: Callable) -> bool:
+    """``attempt(domain, ranges)`` (proved?) on the weakened domain
+    (:func:`addrsim.prove.query.weakened_query`: its proof is a proof of the problem's), then
+    on the problem's (with ``ranges``).  When only the second proves it, the check's claims
+    need the whole memory limit: its later queries skip the weakened domain
+    (``_Ctx.memory_matters``)."""
+    w = None if ctx.memory_matters else weakened_query(list(ctx.prob.domain), ctx.prob)
+    if w is not None and attempt(*w):
+        return True
+    if attempt(list(ctx.prob.domain), ranges):
+        ctx.memory_matters = ctx.memory_matters or w is not None
+        return True
+    return False
+
+
+def _proved_cached(ctx: _Ctx, key, conds, goal, ranges) -> bool:
+    """Is ``goal`` proved under ``conds`` (:func:`proved_within`, every stage within the
+    query budget)?  Cached under ``key`` like every query; its units count in the check's."""
     hit = ctx.cached(key)
-    if hit is None:                       # every stage together: a miss costs one query's units
-        proved, used, wall = proved_within(conds, claim, ranges, opts.query_ru, opts.arith)
+    if hit is None:
+        proved, used, wall = proved_within(conds, goal, ranges, ctx.opts.query_ru, ctx.opts.arith)
         hit = ctx.keep(key, (proved, used), wall)
     ctx.spent += hit[1]
-    if hit[0]:
-        ctx.proved_under(fingerprint(claim, conds))
     return hit[0]
 
 
@@ -765,20 +824,28 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
     ranges = ranges_of(ctx.prob)
     v, model, why, what, pc = None, None, "", ob[2], ob[3]
     while ob is not None:
-        conds, claim, what, pc = ob[:4]
-        conds = conds + list(ctx.prob.domain)
-        conds += array_facts(conds + [claim], ctx.prob)
-        key, stored, asked = _canonical_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds)
-        hit = ctx.cached(key)
-        if hit is None:
-            if ctx.out_of_budget():
-                return (Verdict.UNKNOWN, f"check budget of {ctx.opts.check_ru / RU:g} Mru spent before the loop "
-                                         f"{head:#x}-{end:#x} was proved", None)
-            v_, model_, why_, q = solve(conds, claim, ranges, ctx.opts.query_ru, ctx.opts.arith, ctx.cones)
-            hit = ctx.keep(key, (v_, stored(model_), why_, q.used), q.wallclock)
-        v, model, why, used = hit
-        model = asked(model)
-        ctx.spent += used
+        path, claim, what, pc = ob[:4]
+        last = [None]           # the last answer: the problem's domain's unless the weakened one proved it
+
+        def attempt(dom, rng):
+            conds = path + dom
+            conds += array_facts(conds + [claim], ctx.prob)
+            key, stored, asked = _canonical_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds)
+            hit = ctx.cached(key)
+            if hit is None:
+                if ctx.out_of_budget():
+                    last[0] = None
+                    return False
+                v_, model_, why_, q = solve(conds, claim, rng, ctx.opts.query_ru, ctx.opts.arith, ctx.cones)
+                hit = ctx.keep(key, (v_, stored(model_), why_, q.used), q.wallclock)
+            ctx.spent += hit[3]
+            last[0] = (hit[0], asked(hit[1]), hit[2])
+            return hit[0] == "proved"
+        _proved_either(ctx, ranges, attempt)
+        if last[0] is None:
+            return (Verdict.UNKNOWN, f"check budget of {ctx.opts.check_ru / RU:g} Mru spent before the "
+                                     f"loop {head:#x}-{end:#x} was proved", None)
+        v, model, why = last[0]
         ob = ob[4] if v != "proved" and len(ob) > 4 else None
     if v == "proved":
         return None

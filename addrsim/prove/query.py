@@ -356,16 +356,40 @@ def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
     return out
 
 
-def ranges_of(prob: Problem) -> Dict[str, Tuple[int, int]]:
-    r = {}
-    for v in SHAPE_VARS:
-        r[v] = prob.bounds[v]
+def ranges_of(prob: Problem, bounds: Optional[Dict[str, Tuple[int, int]]] = None) -> Dict[str, Tuple[int, int]]:
+    """Each shape variable's, grid id's and the lane's (lo, hi), from ``bounds`` (default
+    the problem's, which its domain implies)."""
+    bounds = prob.bounds if bounds is None else bounds
+    r = {v: bounds[v] for v in SHAPE_VARS}
     g = prob.grid
-    r[g["z"].name] = (0, prob.bounds["batch"][1] - 1)
-    r[g["y"].name] = (0, prob.bounds["nhead_q"][1] - 1)
-    r[g["x"].name] = (0, prob.bounds["seqlen_k"][1])
+    r[g["z"].name] = (0, bounds["batch"][1] - 1)
+    r[g["y"].name] = (0, bounds["nhead_q"][1] - 1)
+    r[g["x"].name] = (0, bounds["seqlen_k"][1])
     r[LANE] = (0, 1023)
     return r
+
+
+def weakened_query(conds: List[Expr], prob: Problem) -> Optional[Tuple[List[Expr], Dict[str, Tuple[int, int]]]]:
+    """(``conds`` with the problem's memory condition replaced by its weaker one, the ranges
+    of that domain: :meth:`addrsim.model.problem.Problem.weakened`), or None when there is
+    no weaker one or ``conds`` do not hold the problem's (found by identity).  Every model
+    of ``conds`` is one of the result, so the weakened query is asked first: its proof is a
+    proof of ``conds``, and its least counterexample is theirs when it :func:`meets` them.
+    Sibling families that differ only in the dQ accumulator (a16, a32) ask the same weakened
+    queries, so the query store shares their answers."""
+    w = prob.weakened()
+    if w is None or not any(c is w[0] for c in conds):
+        return None
+    return [w[1] if c is w[0] else c for c in conds], ranges_of(prob, w[2])
+
+
+def meets(conds: List[Expr], claim: Expr, model: Dict, arith: str = "bv") -> bool:
+    """Does ``model`` give every symbol of ``conds`` and ``claim``, hold every one of
+    ``conds`` and break ``claim`` by evaluation (``arith`` "int": the wraps the ideal
+    encoding keeps, :func:`addrsim.backends.ideal.kept_wraps`)?"""
+    need = {s for e in conds + [claim] for s in X.symbols(e)}
+    keep = kept_wraps(conds + [claim]) if arith == "int" else None
+    return all(s in model or s + "[]" in model for s in need) and violates(conds, claim, model, keep)
 
 
 def _ptr_ranges(exprs) -> Dict[str, Tuple[int, int]]:

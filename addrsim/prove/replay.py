@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, replace as replace_dc
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.engine.explore import ReplayBudget, run_concrete
@@ -26,7 +26,7 @@ from addrsim.loader.disasm import Instr
 from addrsim.model.models import SHAPE_VARS, Problem, pointer_args
 from addrsim.prove.machines import LANE, PTR_LIMIT, concrete_machine
 from addrsim.prove.options import Options
-from addrsim.prove.query import decide_query, env_of, query_key, ranges_of, violates
+from addrsim.prove.query import decide_query, env_of, meets, query_key, ranges_of, violates, weakened_query
 from addrsim.prove.runs import recall, remember, run_of
 from addrsim.prove.targets import Target, opaque_in
 from addrsim.prove.verdict import Counterexample, ReplayFailure, Witness, counterexample
@@ -445,15 +445,18 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
     def qkey(tag, conds, claim=None):
         return query_key((tag, sub.arch, res.prop, opts.budgets()), claim if claim is not None else Const(1, 1), conds)
 
-    def decide(conds):
+    def ask(conds, rng):
         key = qkey("witness-model", conds)
         if cache is not None and key in cache:
             return cache[key]
-        v, model, why, _, _, _ = decide_query(conds, Const(0, 1), ranges, opts.query_ru, prob, opts.min_ru, "bv")
+        v, model, why, _, _, _ = decide_query(conds, Const(0, 1), rng, opts.query_ru, prob, opts.min_ru, "bv")
         out = model if v == "refuted" else (None if v == "proved" else f"no witness found: {why}")
         if cache is not None:
             cache[key] = out
         return out
+
+    def decide(conds):
+        return weak_first(conds, Const(0, 1), prob, ranges, ask)
 
     def rep(case, model):
         t, conds, claim, a, a00 = case
@@ -477,20 +480,38 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
     return decide, rep
 
 
+def weak_first(conds, claim, prob, ranges, ask: Callable):
+    """``ask(conds, ranges)`` (a model breaking ``claim`` under ``conds``, None when there is
+    none, or why it is undecided) on the weakened domain first
+    (:func:`addrsim.prove.query.weakened_query`): its None is the answer (fewer shapes have
+    none), and so is its model when it :func:`addrsim.prove.query.meets` ``conds``; else
+    ``ask`` on ``conds``.  A weak model whose minimisation completed is the least of
+    ``conds`` too when it meets them; one cut by the minimisation budget is, like the real
+    query's then, a small shape, not the least."""
+    w = weakened_query(conds, prob)
+    if w is not None:
+        out = ask(*w)
+        if out is None or (isinstance(out, dict) and meets(conds, claim, out)):
+            return out
+    return ask(conds, ranges)
+
+
 def limit_tools(prob: Problem, opts: Options, cache: Optional[dict] = None):
     """The (decide, memory_of) pair :func:`addrsim.prove.domain.host_limits` needs; ``cache``
     (the query cache) keeps each answer by the structural key of its query and budgets."""
     ranges = ranges_of(prob)
 
     def decide(conds, claim):
-        key = query_key(("host-limit", opts.budgets()), claim, conds)
-        if cache is not None and key in cache:
-            return cache[key]
-        v, model, why, _, q, _ = decide_query(conds, claim, ranges, opts.query_ru, prob, opts.min_ru, "bv")
-        out = model if v == "refuted" else (None if v == "proved" else f"undecided: {why}")
-        if cache is not None and not (q is not None and q.wallclock):
-            cache[key] = out
-        return out
+        def ask(cs, rng):
+            key = query_key(("host-limit", opts.budgets()), claim, cs)
+            if cache is not None and key in cache:
+                return cache[key]
+            v, model, why, _, q, _ = decide_query(cs, claim, rng, opts.query_ru, prob, opts.min_ru, "bv")
+            out = model if v == "refuted" else (None if v == "proved" else f"undecided: {why}")
+            if cache is not None and not (q is not None and q.wallclock):
+                cache[key] = out
+            return out
+        return weak_first(conds, claim, prob, ranges, ask)
 
     def memory_of(shape):
         return memory_needed(prob, Counterexample(shape, {}, {}, 0, 0, 0, 0))
