@@ -1,30 +1,45 @@
 """The weakened memory limit (model/problem.py ``memory_weak``, prove/query.py ``weakened_query``):
-every query is asked first with the device-memory limit on the tensors every family shares, so
-the gfx942 hd128 a16 kernel's answers serve the a32 kernel, whose only other tensor is its fp32
-dQ accumulator.  A proof there is a proof; a counterexample there is taken only when it meets
-the real limit."""
+an a32 kernel's queries are asked first with the device-memory limit its a16 twin has (the dQ
+accumulator sized at 0 bytes per element on gfx942, 2 on gfx950, not 4), so the a16 kernel's
+answers serve it.  A proof there is a proof; a counterexample there is taken only when it
+meets the real limit."""
 import pytest
 
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Sym
 from addrsim.model.models import build_problem, load_models
-from addrsim.model.problem import _shared_tensors
 
 FAMILY = "bwd_hd128_bf16_{}_rtne.co"
 
 
-def test_the_shared_memory_limit_leaves_out_only_the_accumulator():
-    """acc (bytes per dQ-accumulator element) is 0, 2 or 4 by family; elem is 2 in all."""
-    ms = load_models()
-    batch = set(ms.memory["tensors"])
-    assert _shared_tensors(ms, "batch") == batch - {"dq_acc"}
-    assert _shared_tensors(ms, "group") == set(ms.memory["group_tensors"]) - {"dq_acc"}
+def _family(ms, name):
+    return next(f for f in ms.families if f["name"] == name)
 
 
-def test_a_family_that_overrides_a_tensor_leaves_it_out_of_the_shared_limit():
+def test_only_an_a32_family_with_an_a16_twin_has_lower_parameters():
+    """Twins share mode, arch, traits, bounds, fixed sizes and grid (model/problem.py
+    TWIN_KEYS): the a32 kernels' dQ accumulator (4 bytes) sized as their a16 twin's (0 on
+    gfx942: dQ written directly; 2 on gfx950); families without an a16 twin keep theirs."""
+    from types import SimpleNamespace
+    from addrsim.model.problem import _twin_minima
     ms = load_models()
-    ms.families[0] = dict(ms.families[0], memory={"q": "batch * nhead_q * seqlen_q * hdim_q * 4"})
-    assert "q" not in _shared_tensors(ms, "batch")
+    low = {n: _twin_minima(SimpleNamespace(fam=_family(ms, n), ms=ms))
+           for n in ("v3-a32-nopad", "v3-a16-direct-dq", "gfx950-native-a32", "gfx950-native-a16", "genl-a32-hdpad")}
+    assert low == {"v3-a32-nopad": {"acc": 0}, "v3-a16-direct-dq": {}, "gfx950-native-a32": {"acc": 2},
+                   "gfx950-native-a16": {"dpad": 0}, "genl-a32-hdpad": {}}     # no memory size names dpad
+
+
+def test_a_size_that_does_not_grow_with_the_parameter_or_is_overridden_keeps_its_value():
+    from types import SimpleNamespace
+    from addrsim.model import parse as modelexpr
+    from addrsim.model.problem import _at_minima
+    names = {"batch": Sym("batch", 64, "shape"), "acc": X.Const(4, 64)}
+    b = SimpleNamespace(fam={"memory": {"q": "batch * 2"}}, names=names)
+    grows, shrinks = "batch * acc", "batch * 8 / acc"
+    at = lambda t, text: _at_minima(b, t, text, modelexpr.parse(text, names), {"acc": 2})  # noqa: E731
+    assert X.evaluate(at("dq_acc", grows), {"batch": 3}) == 6
+    assert X.evaluate(at("dq_acc", shrinks), {"batch": 3}) == 6          # 3 * 8 / 4: kept, not 3 * 8 / 2
+    assert X.evaluate(at("q", grows), {"batch": 3}) == 12                 # the family's own size
 
 
 def _problems(corpus, layout="bhsd"):

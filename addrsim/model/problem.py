@@ -89,7 +89,7 @@ class Problem:
     declared: Dict[str, Tuple[int, int]] = field(default_factory=dict)  # bounds before the domain narrows them
     grid_count: Dict[str, Expr] = field(default_factory=dict)   # grid id name -> workgroups on its axis (64-bit)
     tiles: Dict[str, Dict[str, Expr]] = field(default_factory=dict)   # buffer -> what one workgroup stores (TILE_KEYS)
-    memory_weak: Optional[Expr] = None  # the memory limit on the tensors every family shares (None: no weaker one)
+    memory_weak: Optional[Expr] = None  # the memory limit at the twin families' least parameters (None: no weaker one)
     _weak_memo: Optional[tuple] = field(default=None, repr=False, compare=False)   # (domain ids, weakened())
 
     def shape_of(self, model: Dict[str, int]) -> Dict[str, int]:
@@ -137,11 +137,11 @@ class Problem:
     def weakened(self) -> Optional[Tuple[Expr, Expr, Dict[str, Tuple[int, int]]]]:
         """(the memory layer's condition in ``domain``, ``memory_weak``, the bounds the domain
         implies with the one replaced by the other); None when there is no weaker condition.
-        ``memory_weak`` is the same limit on the tensors every family of the models shares
-        (the dQ accumulator left out: :func:`_shared_tensors`), so every shape of ``domain``
-        is in the weakened one: a proof there is a proof here, and a lexicographically least
-        counterexample there that lies in ``domain`` is the least here
-        (:func:`addrsim.prove.query.weak_first`)."""
+        ``memory_weak`` is the same limit with the tensors sized at the family's twins'
+        smallest parameters (the a16 twin's dQ accumulator: :func:`_twin_minima`), so every
+        shape of ``domain`` is in the weakened one: a proof there is a proof here, and a
+        lexicographically least counterexample there that lies in ``domain`` is the least here
+        (:func:`addrsim.prove.query.weakened_query`)."""
         ids = tuple(map(id, self.domain))
         if self._weak_memo is None or self._weak_memo[0] != ids:
             fits = next((a.expr for a in self.assumptions if a.layer == "memory"), None)
@@ -411,10 +411,12 @@ def _kernel_layers(b: _Build, shape, grid, lane, overrides) -> None:
 
 
 def _memory_layer(b: _Build, arch, memory_gib):
-    """(bytes every tensor of the family takes, device memory in bytes or 0, the shared memory
-    condition or None) and the memory layer.  The shared condition (:func:`_shared_tensors`)
-    is the same limit on fewer tensors: implied by the layer's, and None when it is the same
-    expression.  Raises InputError when the sum could pass 2**63 under the bounds."""
+    """(bytes every tensor of the family takes, device memory in bytes or 0, the weakened
+    memory condition or None) and the memory layer.  The weakened condition is the same
+    limit with the tensors sized at the family's twins' smallest parameters
+    (:func:`_twin_minima`, :func:`_at_minima`: the a32 kernel's with the a16 kernel's
+    accumulator): implied by the layer's, and None when it is the same expression.  Raises
+    InputError when the sum could pass 2**63 under the bounds."""
     mem = b.ms.memory
     tens = dict(mem.get("group_tensors" if b.mode == "group" else "tensors") or {})
     tens.update((b.fam or {}).get("memory") or {})
@@ -435,10 +437,10 @@ def _memory_layer(b: _Build, arch, memory_gib):
     fits = X.ule(memory, Const(limit, 64))
     b.add("memory", fits, f"every tensor of the family fits in {gib:g} GiB",
           "--memory-gib" if memory_gib is not None else f"{b.msrc}: memory.devices.{arch}")
-    shared = _shared_tensors(b.ms, b.mode)
-    kept = [e for t, e in terms if t in shared]
-    weak = X.ule(_sum(kept), Const(limit, 64)) if kept else None
-    return memory, limit, (weak if weak is not None and X.digest(weak) != X.digest(fits) else None)
+    low = _twin_minima(b)
+    kept = [_at_minima(b, t, str(tens[t]), e, low) for t, e in terms]
+    weak = X.ule(_sum(kept), Const(limit, 64))
+    return memory, limit, (weak if X.digest(weak) != X.digest(fits) else None)
 
 
 def _sum(terms: List[Expr]) -> Expr:
@@ -448,38 +450,52 @@ def _sum(terms: List[Expr]) -> Expr:
     return out
 
 
-def _shared_tensors(ms: ModelSet, mode: str) -> frozenset:
-    """The tensors of the memory model (``tensors`` or ``group_tensors`` by ``mode``) whose
-    size is the same expression in every family of ``ms``: no family overrides it in its
-    ``memory`` mapping, and it names (through ``derived``) no family parameter whose value
-    differs between families (``acc``, the dQ accumulator's bytes per element: 0, 2 or 4).
-    Their sum is at most the whole sum, since every size is a product of non-negative
-    values and the whole sum stays below 2**63 (:func:`_memory_layer`): the limit on it is
-    weaker than the memory layer's and the same in sibling families that differ only in
-    their accumulator (a16 and a32), so their queries share cache keys
-    (:attr:`Problem.memory_weak`)."""
-    tens = ms.memory.get("group_tensors" if mode == "group" else "tensors") or {}
+TWIN_KEYS = ("mode", "arch", "traits", "preconditions", "bounds", "fixed", "grid", "grid_masked")
+"""What twin families share (:func:`_twin_minima`): they differ only in their parameters,
+arguments, buffers and match (gfx942 hd128 a16 and a32; gfx950 native a16 and a32)."""
+
+
+def _twin_minima(b: _Build) -> Dict[str, int]:
+    """Parameter -> the smallest integer value it takes among the family's twins (the
+    families with the same :data:`TWIN_KEYS`, itself included; a parameter a family leaves
+    out takes its default), where that is below the family's own: ``acc``, the dQ
+    accumulator's bytes per element, is 0 for the gfx942 a16 kernels (dQ written directly)
+    and 4 for the a32 ones, 2 and 4 on gfx950.  Parameters that are not integer literals in
+    every twin are left alone."""
+    fam = b.fam
+    if not fam:
+        return {}
+    twins = [f for f in b.ms.families if all(f.get(k) == fam.get(k) for k in TWIN_KEYS)]
     defaults = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0, "acc": 0}
-    values: Dict[str, set] = {}
-    for fam in ms.families:
-        params = dict(defaults, **(fam.get("params") or {}))
-        for k, v in params.items():
-            values.setdefault(k, set()).add(str(v))
-    varying = {k for k, vs in values.items() if len(vs) > 1}
-    overridden = {t for fam in ms.families for t in (fam.get("memory") or {})}
-    return frozenset(t for t, e in tens.items()
-                     if e is not None and t not in overridden and not (_names_of(str(e), ms) & varying))
+    low: Dict[str, int] = {}
+    for k, own in dict(defaults, **(fam.get("params") or {})).items():
+        vals = [dict(defaults, **(f.get("params") or {})).get(k) for f in twins]
+        if all(isinstance(v, int) and not isinstance(v, bool) for v in vals + [own]) and min(vals) < own:
+            low[k] = min(vals)
+    return low
 
 
-def _names_of(text: str, ms: ModelSet, seen: Optional[set] = None) -> set:
-    """The identifiers ``text`` names, with those of the ``derived`` entries it uses."""
-    seen = set() if seen is None else seen
-    for n in re.findall(r"[A-Za-z_]\w*", text):
-        if n not in seen:
-            seen.add(n)
-            if n in ms.derived:
-                _names_of(ms.derived[n], ms, seen)
-    return seen
+def _at_minima(b: _Build, tensor: str, text: str, size: Expr, low: Dict[str, int]) -> Expr:
+    """The size of ``tensor`` (bytes, ``size`` as the memory layer has it) with each
+    parameter of ``low`` at its twins' minimum, where the size grows with the parameter (it
+    is reached through sums and products only: every factor is non-negative and the sum
+    stays below 2**63, :func:`_memory_layer`), so the result is at most ``size`` at every
+    shape; else ``size`` itself.  A tensor the family's ``memory`` mapping overrides keeps
+    its size."""
+    if not low or tensor in ((b.fam or {}).get("memory") or {}):
+        return size
+    marks = {k: Sym(f"param {k}", 64, "param") for k in low}
+    e = modelexpr.parse(text, dict(b.names, **marks))
+    if not all(_grows_with(e, m.name) for m in marks.values()):
+        return size
+    return X.substitute(e, {m.name: Const(low[k], 64) for k, m in marks.items()})
+
+
+def _grows_with(e: Expr, name: str) -> bool:
+    """Is every occurrence of symbol ``name`` in ``e`` reached through add and mul alone?"""
+    if not isinstance(e, X.Op) or name not in X.symbols(e):
+        return True
+    return e.op in ("add", "mul") and all(_grows_with(a, name) for a in e.args)
 
 
 def _exact_layer(b: _Build, con, exact) -> None:
