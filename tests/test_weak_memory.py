@@ -154,3 +154,27 @@ def test_an_edited_a32_kernel_is_not_proved_by_the_a16_kernels_answers(corpus, t
     rep = verify(listing, ["q"], ["sbhd"], like=a32, properties=["address"], cache=cache)
     c = rep["kernels"][0]["checks"][0]
     assert c["verdict"] == "counterexample", c.get("reason")
+
+
+@pytest.mark.parametrize("weak_answer, real_asked, expected", [
+    (None, False, None),                        # nothing breaks the claim with more memory: nothing with less
+    ({"x": 7}, False, {"x": 7}),                 # the weak model meets x <= 10: it is the answer
+    ({"x": 15}, True, {"x": 9}),                 # it needs more memory than the real limit: the real query decides
+    ("undecided: budget", True, {"x": 9}),       # undecided there: the real query decides
+])
+def test_witness_and_host_limit_queries_take_the_weak_answer_only_when_it_holds_here(monkeypatch, weak_answer,
+                                                                                     real_asked, expected):
+    """prove/replay.weak_first (witness models, host-cast limits) on a synthetic query: the
+    real memory condition x <= 10, the weakened one x <= 20, the claim x < 5."""
+    import addrsim.prove.replay as R
+    x = Sym("x", 64, "shape")
+    real, weak = X.ule(x, X.Const(10, 64)), X.ule(x, X.Const(20, 64))
+    claim = X.ult(x, X.Const(5, 64))
+    monkeypatch.setattr(R, "weakened_query", lambda conds, prob: ([weak if c is real else c for c in conds], {}))
+    asked = []
+
+    def ask(conds, ranges):
+        asked.append(weak in conds)
+        return weak_answer if weak in conds else {"x": 9}
+    assert R.weak_first([real], claim, None, {}, ask) == expected
+    assert asked == [True, False] if real_asked else asked == [True]
