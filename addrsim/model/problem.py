@@ -278,10 +278,15 @@ def _family_names(b: _Build) -> None:
             b.masked = True
 
 
+PARAM_DEFAULTS = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0, "acc": 0}
+"""A family's params where it gives none: element bytes, key and query tile rows, dQ
+accumulator pitch and bytes per element (0: dQ written directly)."""
+
+
 def _constants_and_bounds(b: _Build, overrides) -> None:
     """The family's params (element size, tile sizes), fixed sizes and bounds, then --bound."""
     fam, fname = b.fam or {}, b.fname
-    consts = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0, "acc": 0}
+    consts = dict(PARAM_DEFAULTS)
     for k, v in (fam.get("params") or {}).items():
         consts[k] = b.const(v, f"family {fname} params.{k}")
     b.names.update({k: Const(v, 64) for k, v in consts.items()})
@@ -466,10 +471,9 @@ def _twin_minima(b: _Build) -> Dict[str, int]:
     if not fam:
         return {}
     twins = [f for f in b.ms.families if all(f.get(k) == fam.get(k) for k in TWIN_KEYS)]
-    defaults = {"elem": 2, "ts_kv": 1, "ts_qo": 1, "dpad": 0, "acc": 0}
     low: Dict[str, int] = {}
-    for k, own in dict(defaults, **(fam.get("params") or {})).items():
-        vals = [dict(defaults, **(f.get("params") or {})).get(k) for f in twins]
+    for k, own in dict(PARAM_DEFAULTS, **(fam.get("params") or {})).items():
+        vals = [dict(PARAM_DEFAULTS, **(f.get("params") or {})).get(k) for f in twins]
         if all(isinstance(v, int) and not isinstance(v, bool) for v in vals + [own]) and min(vals) < own:
             low[k] = min(vals)
     return low
