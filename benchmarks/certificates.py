@@ -1,112 +1,81 @@
-"""Positivity certificates: HiGHS (floating point, rounded, checked exactly) against Z3's exact
-linear program (what addrsim uses) on the same calls.  Needs ``pip install highspy``.
+"""Positivity certificates: addrsim's (HiGHS in floating point, the weights rounded and checked
+exactly; the greedy products, then the divisor products) against Z3's exact linear program on
+the greedy products (what addrsim used until 2026-12-05), on the same recorded calls.
 
     python3 benchmarks/certificates.py PATH/TO/KERNEL.co [--buffer k --buffer dv] [--layout bshd]
 
 Runs ``addrsim verify`` on the kernel with every call of ``backends.positivity.certify``
-recorded (facts, polynomial, need), then decides each recorded call twice: as addrsim does
-and with HiGHS (floating point, the weights rounded to rationals and checked exactly with the
-integer margin: ``d`` has integer values, so a rest above ``need - 1`` shows ``d >= need``).
-Prints the agreement table and the process time of each (ratios, never asserted).
+recorded (facts, polynomial, need), then decides each recorded call twice and prints the
+agreement table and the process time of each (ratios, never asserted).
 
-Why addrsim does not use HiGHS (2026-12-05, benchmarks/results/speed_2026-12-05.txt): it agrees
-with Z3 (481 of 482 programs, one more shown) at a ninth of the time, but a certificate then
-costs fewer resource units, and the budget it leaves goes to Z3's nonlinear stages, which spend
-fewer units per second: the README kernel's two undecided checks took 48-63 s instead of 20 s,
-and every charge per iteration or per nonzero that kept them fast ran two decided checks out of
-their budget.
+2026-12-05, README kernel, every buffer and layout (benchmarks/results/speed_2026-12-05g.txt):
+608 programs; both shown 385, addrsim only 20 (1 greedy, 19 divisor products), Z3 only 0;
+addrsim 12.4 s, Z3 48.5 s.
 """
 import argparse
 import sys
 import time
 from fractions import Fraction
-from typing import List, Optional, Tuple
+from typing import List
 
-import highspy
-import numpy as np
+import z3
 
 from addrsim.api import verify
 from addrsim.backends import positivity as pos
 from addrsim.backends import z3_int
 from addrsim.ir import poly as P
 
-BIG = 1e12
-"""Monomial bounds past this are left out of the floating-point program."""
+Z3_RU = 2_000_000
+"""Z3's resource units per program (what addrsim gave it)."""
 
 
-def _highs_weights(d: P.Poly, prods: List[P.Poly], monos, rng, need: int,
-                   iterations: int) -> Tuple[Optional[List[Fraction]], int]:
-    """(weights ``lam_i`` rounded to rationals, or None where HiGHS finds none within
-    ``iterations`` simplex iterations; the iterations taken).  The program: columns ``x_i >= 0`` (``lam_i`` times the product's largest
-    coefficient: every column scaled to 1), and per monomial ``m`` of the rest its residual
-    ``r_m = d_m - sum(lam_i * p_i[m])`` split ``rp_m - rn_m`` (both >= 0) whose interval
-    lower bound ``lo*rp - hi*rn`` is summed with the constant to at least ``need - 1/2``;
-    the objective is the sum of the weights (a small vertex)."""
-    n, nonc = len(prods), [m for m in monos if m != ()]
-    k = len(nonc)
-    scale = [float(max(abs(c) for c in p.values())) for p in prods]
-    inf = highspy.kHighsInf
-    h = highspy._core._Highs()          # the bare class: its constructor prints no banner
-    for opt, val in (("output_flag", False), ("threads", 1), ("simplex_iteration_limit", iterations),
-                     ("presolve", "on"), ("random_seed", 0)):
-        h.setOptionValue(opt, val)
-    upper = [inf] * (n + k) + [0.0 if rng[m][1] > BIG else inf for m in nonc]
-    h.addVars(n + 2 * k, np.zeros(n + 2 * k), np.array(upper))
-    h.changeColsCost(n, np.arange(n, dtype=np.int32), np.ones(n))
-    lo_r, hi_r, start, idx, val = [], [], [], [], []
-    for j, m in enumerate(nonc):              # rp_j - rn_j + sum(p_i[m] * x_i / s_i) == d_m
-        start.append(len(idx))
-        for i, p in enumerate(prods):
-            if m in p:
-                idx.append(i)
-                val.append(float(p[m]) / scale[i])
-        idx += [n + j, n + k + j]
-        val += [1.0, -1.0]
-        lo_r.append(float(d.get(m, 0)))
-        hi_r.append(float(d.get(m, 0)))
-    start.append(len(idx))                    # - sum(p_i[()] x_i / s_i) + sum(lo rp - hi rn) >= need - d_0 - 1/2
-    for i, p in enumerate(prods):
-        if () in p:
-            idx.append(i)
-            val.append(-float(p[()]) / scale[i])
-    for j, m in enumerate(nonc):
+def _num(v) -> str:
+    return str(v) if v >= 0 else f"(- {-v})"
+
+
+def _program(d: P.Poly, prods: List[P.Poly], monos, rng, need: int) -> str:
+    """The linear program as SMT-LIB2 (QF_LRA): weights ``l_i >= 0``; per monomial of the rest a
+    ``t_j`` at most its coefficient times either end of the monomial's range; their sum and the
+    constant at least ``need``."""
+    out = [f"(declare-fun l{i} () Real)" for i in range(len(prods))]
+    out += [f"(assert (>= l{i} 0.0))" for i in range(len(prods))]
+    low = []
+    for j, m in enumerate(monos):
+        terms = [f"(* {_num(p[m])} l{i})" for i, p in enumerate(prods) if m in p]
+        r = f"(- {_num(d.get(m, 0))} (+ 0 {' '.join(terms)}))" if terms else _num(d.get(m, 0))
+        if m == ():
+            low.append(r)
+            continue
         lo, hi = rng[m]
-        if lo:
-            idx.append(n + j)
-            val.append(float(min(lo, BIG)))
-        if hi <= BIG:
-            idx.append(n + k + j)
-            val.append(-float(hi))
-    lo_r.append(float(need - d.get((), 0)) - 0.5)
-    hi_r.append(inf)
-    h.addRows(len(lo_r), np.array(lo_r), np.array(hi_r), len(idx), np.array(start, dtype=np.int32),
-              np.array(idx, dtype=np.int32), np.array(val))
-    h.run()
-    its = int(h.getInfo().simplex_iteration_count)
-    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
-        return None, its
-    x = h.getSolution().col_value[:n]
-    return [Fraction(v / s).limit_denominator(1 << 24) if v > 0 else Fraction(0) for v, s in zip(x, scale)], its
+        out.append(f"(declare-fun t{j} () Real)")
+        out.append(f"(assert (<= t{j} (* {_num(lo)} {r})))")
+        out.append(f"(assert (<= t{j} (* {_num(hi)} {r})))")
+        low.append(f"t{j}")
+    out.append(f"(assert (>= (+ 0 {' '.join(low)}) {_num(need)}))")
+    return "\n".join(out)
 
 
-
-def highs(F, d, need):
-    """The certificate by HiGHS, its rounded weights checked exactly."""
+def z3_exact(F, d, need) -> bool:
+    """Z3's exact simplex on the greedy products, the weights checked in rationals."""
     if F.bound(d)[0] >= need:
         return True
     prods = pos.products(F, d)
     if not prods:
         return False
     monos = sorted(set(d).union(*prods), key=repr)
-    rng = pos._ranges(F, monos)
-    lam, _ = _highs_weights(d, prods, monos, rng, need, 2000)
-    return lam is not None and pos._rest_lower(d, prods, lam, rng) > need - 1
-
-
-
-def z3_alone(F, d, need):
-    """addrsim's certificate: Z3's exact linear program."""
-    return pos.certify(F, d, need)[0]
+    rng = pos._ranges(F, [m for m in monos if m])
+    ctx = z3.Context()
+    s = z3.SolverFor("QF_LRA", ctx=ctx)
+    s.set("rlimit", Z3_RU)
+    s.add(z3.parse_smt2_string(_program(d, prods, monos, rng, need), ctx=ctx))
+    if s.check() != z3.sat:
+        return False
+    mdl = s.model()
+    lam = []
+    for i in range(len(prods)):
+        x = mdl.eval(z3.Real(f"l{i}", ctx), model_completion=True)
+        lam.append(Fraction(x.numerator_as_long(), x.denominator_as_long()))
+    return pos._rest_lower(d, prods, lam, rng) >= need
 
 
 def main():
@@ -127,16 +96,16 @@ def main():
     table, t_h, t_z = {}, 0.0, 0.0
     for F, d, need in calls:
         t = time.process_time()
-        h = highs(F, d, need)
+        h = real(F, d, need)[0]
         t_h += time.process_time() - t
         t = time.process_time()
-        z = z3_alone(F, d, need)
+        z = z3_exact(F, d, need)
         t_z += time.process_time() - t
         table[(h, z)] = table.get((h, z), 0) + 1
     print(f"{len(calls)} certificate calls of {a.file} ({', '.join(a.buffer or ['every buffer'])})")
     for (h, z), n in sorted(table.items()):
-        print(f"  HiGHS {'shown' if h else 'not shown':9}  Z3 {'shown' if z else 'not shown':9}  {n}")
-    print(f"process time: HiGHS path {t_h:.2f} s, Z3 {t_z:.2f} s, ratio {t_z / max(t_h, 1e-9):.1f}x")
+        print(f"  addrsim (HiGHS) {'shown' if h else 'not shown':9}  Z3 {'shown' if z else 'not shown':9}  {n}")
+    print(f"process time: addrsim {t_h:.2f} s, Z3 {t_z:.2f} s, ratio {t_z / max(t_h, 1e-9):.1f}x")
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ it is not shown, and it is false (seqlen_k 193).  Whatever is shown holds at eve
 a small domain (exhaustive check of random claims).
 """
 import itertools
+import math
 import random
 
 import pytest
@@ -243,3 +244,70 @@ def test_a_guarded_soffset_is_bounded_in_each_case_of_its_guard(monkeypatch):
     assert not shown(conds, claim)
     env = {"seqlen_k": 128, "kv_tile": 1}
     assert all(X.evaluate(c, env) == 1 for c in conds) and X.evaluate(claim, env) == 0
+
+
+# ---------------------------------------------------------------- the divisor products
+
+def _last_tile_facts():
+    """K in BSHD, the last 192-row tile of a sequence holding 128 rows (``seqlen_q/64 - 3*kv_tile
+    >= 2`` learnt from the kernel's rows-left guard): ``batch_id < batch``, ``seqlen_k ==
+    seqlen_q``, ``64*U <= seqlen_q`` (U = floor(seqlen_q/64)), the KV head below nhead_k, a
+    0/1 lane bit; the intervals as the README kernel's domain gives them."""
+    F = P.Facts()
+    F.interval.update({"batch": (1, 4096), "batch_id": (0, 4095), "nhead_k": (1, 256), "seqlen_k": (128, 1048448),
+                       "seqlen_q": (128, 1048448), "U": (2, 16382), "kv_tile": (0, 5460), "kv_head": (0, 255),
+                       "bit": (0, 1)})
+    a = lambda k: {((k, 1),): 1}       # noqa: E731
+    for p in ({(("batch", 1),): 1, (("batch_id", 1),): -1, (): -1},
+              P.add(a("seqlen_k"), a("seqlen_q"), -1), P.add(a("seqlen_q"), a("seqlen_k"), -1),
+              {(("seqlen_q", 1),): 1, (("U", 1),): -64},
+              {(("U", 1),): 1, (("kv_tile", 1),): -3, (): -2},
+              {(("nhead_k", 1),): 1, (("kv_head", 1),): -1, (): -1}):
+        F.assume_nonneg(p)
+    return F
+
+
+def _last_tile_room(slack: int):
+    """The bytes left after the last row a lane reads (row 126 + the bit's row; 256 bytes a
+    row of one head, nhead_k heads a row): zero at ``slack`` 0, so every fact is needed whole."""
+    bnl = (("batch", 1), ("nhead_k", 1), ("seqlen_k", 1))
+    inl = (("batch_id", 1), ("nhead_k", 1), ("seqlen_k", 1))
+    return {bnl: 256, inl: -256, (("kv_tile", 1), ("nhead_k", 1)): -49152, (("nhead_k", 1),): -32256,
+            (("bit", 1), ("nhead_k", 1)): -256, (("kv_head", 1),): -256, (): -256 - slack}
+
+
+def test_the_divisor_products_show_a_last_tile_with_no_bytes_to_spare(monkeypatch):
+    """The README kernel's last K BSHD bounds query: the greedy products (cheapest first, at
+    most MAX_PRODUCTS) ran out before the chain nhead_k*(seqlen_k - seqlen_q),
+    nhead_k*(seqlen_q - 64*U), nhead_k*(U - 3*kv_tile - 2) among its 19 facts; every fact times
+    every divisor of the claim's monomials has it.  Here (6 facts) the greedy search needs 40
+    products: cut at 30, only the divisor products show it."""
+    from addrsim.backends import positivity as pos
+    F = _last_tile_facts()
+    d = _last_tile_room(0)
+    assert certify(F, d, 0)[0]
+    monkeypatch.setattr(pos, "MAX_PRODUCTS", 30)
+    assert not pos._shown(F, d, 0, pos.products(F, d), 2000)[0]
+    assert pos._shown(F, d, 0, pos.divisor_products(F, d), 2000)[0]
+    assert certify(F, d, 0)[0]
+
+
+def test_one_byte_more_is_not_shown_and_it_is_false():
+    F = _last_tile_facts()
+    d = _last_tile_room(1)
+    assert not certify(F, d, 0)[0]
+    env = {"batch": 1, "batch_id": 0, "nhead_k": 1, "seqlen_k": 128, "seqlen_q": 128, "U": 2, "kv_tile": 0,
+           "kv_head": 0, "bit": 1}
+    assert all(sum(c * math.prod(env[k] ** e for k, e in m) for m, c in g.items()) >= 0 for g in F.nonneg)
+    assert sum(c * math.prod(env[k] ** e for k, e in m) for m, c in d.items()) == -1
+
+
+def test_a_certificate_charges_its_simplex_iterations():
+    """Units are the solver's deterministic work (ITER_RU an iteration), never seconds: the
+    same call charges the same units, and a limit below one iteration's worth shows nothing."""
+    from addrsim.backends import positivity as pos
+    F = _last_tile_facts()
+    d = _last_tile_room(0)
+    ok, used = certify(F, d, 0)
+    assert ok and used > 0 and used % pos.ITER_RU == 0 and certify(F, d, 0) == (ok, used)
+    assert not certify(F, d, 0, rlimit=pos.ITER_RU - 1)[0]

@@ -387,7 +387,7 @@ class IntEncoder:
             return
         key = self.key(n)
         lo, hi = self.facts.interval.get(key, (r[1], r[2]))
-        self.facts.interval[key] = (max(lo, r[1]), min(hi, r[2]))
+        self.facts.set_interval(key, max(lo, r[1]), min(hi, r[2]))
         self.polys[id(n)] = P.atom(key)
         self.nodes.setdefault(key, n)
 
@@ -523,7 +523,7 @@ def _extract(enc, n, A, w):
         # wrapped: the value is ``high mod 2**w``, one atom for every node of that polynomial
         # (a V#'s stride field read from two copies of an advanced base: the same atom)
         key = ("mod", w, tuple(sorted(high.items(), key=repr)))
-        enc.facts.interval[key] = (r[1], r[2])
+        enc.facts.set_interval(key, r[1], r[2])
         enc.polys[id(n)] = P.atom(key)
     return r
 

@@ -205,6 +205,7 @@ class Facts:
         self._nonneg_seen = set()
         self.gran: Dict[object, int] = {}     # atom -> a constant that divides it in every model
         self.same: Dict[object, object] = {}  # atom -> an atom equal to it (a union-find forest)
+        self._hi: Dict[Mono, int] = {}        # mono_hi's answers while interval, below and mono stay
 
     def copy(self) -> "Facts":
         """An independent copy (for facts that hold in one case of a split)."""
@@ -221,9 +222,16 @@ class Facts:
 
     # ------------------------------------------------------------------ learning
 
+    def set_interval(self, key, lo: int, hi: int) -> None:
+        """Record that the atom ``key`` lies in [lo, hi] (replacing what was known)."""
+        if self.interval.get(key) != (lo, hi):
+            self.interval[key] = (lo, hi)
+            self._hi.clear()
+
     def dominate(self, a, b, k: int) -> None:
         """Record ``a <= b + k`` (also as the fact ``b + k - a >= 0``)."""
         if a != b:
+            self._hi.clear()
             self.below.setdefault(a, []).append((b, k))
             self.assume_nonneg(add(add(atom(b), atom(a), -1), const(k)))
 
@@ -241,6 +249,7 @@ class Facts:
             if room < 0:
                 continue
             self.mono.append((dict(m), room // c))
+            self._hi.clear()
 
     def equate(self, a, b) -> None:
         """Record ``a == b`` (``hdim_q == hdim_v``): both get one representative, the
@@ -325,7 +334,7 @@ class Facts:
                         nlo = -(-nlo // gr) * gr
                         if nlo > lo:
                             lo, changed = nlo, True
-                    self.interval[x] = (lo, hi)
+                    self.set_interval(x, lo, hi)
             if not changed:
                 return
 
@@ -346,20 +355,25 @@ class Facts:
             hi *= self.iv(k)[1] ** p
         return hi
 
-    def _rewrites(self, m: Mono):
-        """Monomials at least as large as ``m`` (each atom replaced by itself or by an atom
-        that dominates it with k <= 0, transitively), as {atom: power}."""
-        options = []
-        for k, p in m:
-            opts, seen, todo = [k], {k}, [k]
+    def _above(self, k) -> List[object]:
+        """``k`` and the atoms that dominate it with k <= 0, transitively (memoised with mono_hi)."""
+        got = self._hi.get(("above", k))
+        if got is None:
+            got, seen, todo = [k], {k}, [k]
             while todo:
                 a = todo.pop()
                 for b, off in self.below.get(a, ()):
                     if off <= 0 and b not in seen:
                         seen.add(b)
-                        opts.append(b)
+                        got.append(b)
                         todo.append(b)
-            options.append([(o, p) for o in opts])
+            self._hi[("above", k)] = got
+        return got
+
+    def _rewrites(self, m: Mono):
+        """Monomials at least as large as ``m`` (each atom replaced by itself or by an atom
+        that dominates it with k <= 0, transitively), as {atom: power}."""
+        options = [[(o, p) for o in self._above(k)] for k, p in m]
         for n, combo in enumerate(_product(*options)):
             if n >= MAX_REWRITES:
                 return
@@ -368,23 +382,43 @@ class Facts:
                 d[k] = d.get(k, 0) + p
             yield d
 
+    def _mono_facts(self, k) -> List[Tuple[Dict[object, int], int]]:
+        """The monomial facts ``fm <= fb`` whose monomial holds the atom ``k``."""
+        index = self._hi.get(("index",))
+        if index is None:
+            index = self._hi[("index",)] = {}
+            for fm, fb in self.mono:
+                for a in fm:
+                    index.setdefault(a, []).append((fm, fb))
+        return index.get(k, ())
+
     def mono_hi(self, m: Mono) -> int:
         """An upper bound of the monomial ``m``: the product of its atoms' upper bounds, or,
-        after dominance rewrites, a monomial fact covering part of it (the rest by ranges)."""
+        after dominance rewrites, a monomial fact covering part of it (the rest by ranges).
+        Memoised until an interval, a dominance or a monomial bound is learnt."""
+        got = self._hi.get(m)
+        if got is None:
+            got = self._hi[m] = self._mono_hi(m)
+        return got
+
+    def _mono_hi(self, m: Mono) -> int:
         best = self._mono_hi_range(dict(m))
         for d in self._rewrites(m):
             best = min(best, self._mono_hi_range(d))
-            for fm, fb in self.mono:
-                inter = {k: min(p, fm[k]) for k, p in d.items() if k in fm}
-                if not inter:
-                    continue
-                rest_f = 1
-                for k, p in fm.items():
-                    rest_f *= self.iv(k)[0] ** (p - inter.get(k, 0))
-                if rest_f < 1:
-                    continue
-                rest_m = {k: p - inter.get(k, 0) for k, p in d.items() if p - inter.get(k, 0) > 0}
-                best = min(best, (fb // rest_f) * self._mono_hi_range(rest_m))
+            seen = set()
+            for a in d:
+                for fm, fb in self._mono_facts(a):
+                    if id(fm) in seen:
+                        continue
+                    seen.add(id(fm))
+                    inter = {k: min(p, fm[k]) for k, p in d.items() if k in fm}
+                    rest_f = 1
+                    for k, p in fm.items():
+                        rest_f *= self.iv(k)[0] ** (p - inter.get(k, 0))
+                    if rest_f < 1:
+                        continue
+                    rest_m = {k: p - inter.get(k, 0) for k, p in d.items() if p - inter.get(k, 0) > 0}
+                    best = min(best, (fb // rest_f) * self._mono_hi_range(rest_m))
         return best
 
     def bound(self, p: Poly) -> Tuple[int, int]:
