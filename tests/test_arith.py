@@ -218,3 +218,26 @@ def test_each_property_writes_its_own_smtlib_file():
     assert smt2_name("k e", "dk", "sbhd", "bounds", "bv") == "k_e.dk.sbhd.bounds.bv.smt2"
     # a routed rerun of the same check writes its own file
     assert smt2_name("k", "dk", "sbhd", "bounds", "bv", "fmha_v3_bwd") == "k.dk.sbhd.bounds.bv.routed-fmha_v3_bwd.smt2"
+
+
+def test_real_kernel_k_bshd_bounds_below_4_gib_are_proved_to_the_last_tile(real_kernel):
+    """K in BSHD, batch 1, nhead_q <= 16, seqlen <= 65536 (no 32-bit wrap): every one of the 48
+    accesses stays in its workgroup's slice, the last key tile's 128-row guard included, whose
+    certificate has no byte to spare and needs the divisor products
+    (:func:`addrsim.backends.positivity.divisor_products`; with Z3's certificates alone the
+    check spent its 60 Mru at the 19th access and was unknown)."""
+    rep = verify(real_kernel, buffers=["k"], layouts=["bshd"], properties=["bounds"],
+                 bounds={"batch": (1, 1), "nhead_q": (1, 16), "seqlen_q": (64, 65536)})
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "proved", c["reason"]
+
+
+def test_real_kernel_k_bshd_bounds_reach_the_wrap_past_4_gib(real_kernel):
+    """The whole domain: the 32-bit ``s_add_u32 s54, s54, s62`` at 0x2b40 (the address check's
+    root cause) sends batch 1's rows into batch 0's: the least shape, proven minimal."""
+    rep = verify(real_kernel, buffers=["k"], layouts=["bshd"], properties=["bounds"])
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "counterexample", c["reason"]
+    x = c["counterexample"]
+    assert x["minimal"] and x["shape"]["batch"] == 2 and x["shape"]["seqlen_k"] == 932224, x["shape"]
+    assert "0x2b40" in c["reason"] and "in bounds without 32-bit wraps" in c["reason"]
