@@ -241,3 +241,20 @@ def test_real_kernel_k_bshd_bounds_reach_the_wrap_past_4_gib(real_kernel):
     x = c["counterexample"]
     assert x["minimal"] and x["shape"]["batch"] == 2 and x["shape"]["seqlen_k"] == 932224, x["shape"]
     assert "0x2b40" in c["reason"] and "in bounds without 32-bit wraps" in c["reason"]
+
+
+def test_real_kernel_k_bshd_one_row_more_in_the_last_group_is_refuted(real_kernel, tmp_path):
+    """The wrong kernel for the certificates' tight case: the edited listing steps the base of
+    its last 16-row group of K loads by 17 rows (``s_mul_i32 s60, 17, s7`` at 0x31b4), so a key
+    tile reads 193 rows.  Below 4 GiB, where the unedited kernel is proved (the test above),
+    one full tile (seqlen 192) reads row 192: past the allocation, the least shape."""
+    from test_mutations import edit, objdump
+    p = tmp_path / "edited.s"
+    p.write_text(edit(objdump(real_kernel), 0x31B4, "s_mul_i32 s60, 16, s7", "s_mul_i32 s60, 17, s7"))
+    rep = verify(p, ["k"], ["bshd"], like=real_kernel, properties=["bounds"],
+                 bounds={"batch": (1, 1), "nhead_q": (1, 16), "seqlen_q": (64, 65536)})
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "counterexample", c["reason"]
+    x = c["counterexample"]
+    assert x["minimal"] and x["shape"]["seqlen_k"] == 192 and x["shape"]["nhead_q"] == 1, x["shape"]
+    assert "outside the allocation of k" in c["reason"]
