@@ -210,7 +210,7 @@ def _weights(d: P.Poly, prods: List[P.Poly], rng, need: int, iterations: int) ->
     ``lo_m*r_m`` where ``r_m >= 0`` and ``hi_m*r_m`` where not.  The big numbers (the
     monomials' bounds) sit in the objective only; a monomial wider than WIDE_MONO must keep a
     non-negative rest.  Deterministic: one thread, a fixed seed, no time limit."""
-    nonc = [m for m in sorted(rng, key=repr)]
+    nonc = sorted(rng, key=repr)
     n, k = len(prods), len(nonc)
     width = [_fl(rng[m][1] - rng[m][0]) for m in nonc]
     cost = np.zeros(n + k)

@@ -355,25 +355,20 @@ class Facts:
             hi *= self.iv(k)[1] ** p
         return hi
 
-    def _above(self, k) -> List[object]:
-        """``k`` and the atoms that dominate it with k <= 0, transitively (memoised with mono_hi)."""
-        got = self._hi.get(("above", k))
-        if got is None:
-            got, seen, todo = [k], {k}, [k]
+    def _rewrites(self, m: Mono):
+        """Monomials at least as large as ``m`` (each atom replaced by itself or by an atom
+        that dominates it with k <= 0, transitively), as {atom: power}."""
+        options = []
+        for k, p in m:
+            opts, seen, todo = [k], {k}, [k]
             while todo:
                 a = todo.pop()
                 for b, off in self.below.get(a, ()):
                     if off <= 0 and b not in seen:
                         seen.add(b)
-                        got.append(b)
+                        opts.append(b)
                         todo.append(b)
-            self._hi[("above", k)] = got
-        return got
-
-    def _rewrites(self, m: Mono):
-        """Monomials at least as large as ``m`` (each atom replaced by itself or by an atom
-        that dominates it with k <= 0, transitively), as {atom: power}."""
-        options = [[(o, p) for o in self._above(k)] for k, p in m]
+            options.append([(o, p) for o in opts])
         for n, combo in enumerate(_product(*options)):
             if n >= MAX_REWRITES:
                 return
@@ -381,16 +376,6 @@ class Facts:
             for k, p in combo:
                 d[k] = d.get(k, 0) + p
             yield d
-
-    def _mono_facts(self, k) -> List[Tuple[Dict[object, int], int]]:
-        """The monomial facts ``fm <= fb`` whose monomial holds the atom ``k``."""
-        index = self._hi.get(("index",))
-        if index is None:
-            index = self._hi[("index",)] = {}
-            for fm, fb in self.mono:
-                for a in fm:
-                    index.setdefault(a, []).append((fm, fb))
-        return index.get(k, ())
 
     def mono_hi(self, m: Mono) -> int:
         """An upper bound of the monomial ``m``: the product of its atoms' upper bounds, or,
@@ -405,20 +390,17 @@ class Facts:
         best = self._mono_hi_range(dict(m))
         for d in self._rewrites(m):
             best = min(best, self._mono_hi_range(d))
-            seen = set()
-            for a in d:
-                for fm, fb in self._mono_facts(a):
-                    if id(fm) in seen:
-                        continue
-                    seen.add(id(fm))
-                    inter = {k: min(p, fm[k]) for k, p in d.items() if k in fm}
-                    rest_f = 1
-                    for k, p in fm.items():
-                        rest_f *= self.iv(k)[0] ** (p - inter.get(k, 0))
-                    if rest_f < 1:
-                        continue
-                    rest_m = {k: p - inter.get(k, 0) for k, p in d.items() if p - inter.get(k, 0) > 0}
-                    best = min(best, (fb // rest_f) * self._mono_hi_range(rest_m))
+            for fm, fb in self.mono:
+                inter = {k: min(p, fm[k]) for k, p in d.items() if k in fm}
+                if not inter:
+                    continue
+                rest_f = 1
+                for k, p in fm.items():
+                    rest_f *= self.iv(k)[0] ** (p - inter.get(k, 0))
+                if rest_f < 1:
+                    continue
+                rest_m = {k: p - inter.get(k, 0) for k, p in d.items() if p - inter.get(k, 0) > 0}
+                best = min(best, (fb // rest_f) * self._mono_hi_range(rest_m))
         return best
 
     def bound(self, p: Poly) -> Tuple[int, int]:
