@@ -105,16 +105,20 @@ def domain_json(prob: Problem) -> dict:
 # ----------------------------------------------------------------------------- cores
 
 def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = CORE_RLIMIT,
-         cache: Optional[dict] = None) -> Optional[List[str]]:
+         cache: Optional[dict] = None, holds_at: Optional[Callable[[Sequence[int]], bool]] = None) -> Optional[List[str]]:
     """A minimal subset of the ``named`` constraints (1-bit IR, bit-vector semantics) that is
     unsatisfiable together with ``base``; [] when ``base`` alone is; None when the whole set
     is satisfiable or the solver gives up within ``rlimit`` resource units.  ``cache`` (the
     query cache) keeps the answer under :func:`core_key`: every call is budgeted in resource
-    units, so the answer is a function of the key, and sibling kernels reuse it."""
+    units, so the answer is a function of the key, and sibling kernels reuse it.
+    ``holds_at(indices)``: True when a known model of ``base`` (the kernel's counterexample)
+    satisfies the ``named`` constraints at those indices, so that subset is satisfiable with
+    ``base`` and needs no solver call; the answer is the same with or without it (a solver
+    call there answers sat or unknown, and either keeps the constraint in the core)."""
     key = core_key(base, named, rlimit) if cache is not None else None
     if key is not None and key in cache:
         return cache[key][1]
-    got = _core(base, named, rlimit)
+    got = _core(base, named, rlimit, holds_at or (lambda idx: False))
     if key is not None:
         cache[key] = ("core", got)
     return got
@@ -136,10 +140,13 @@ def core_key(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: in
     return h.hexdigest()
 
 
-def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int) -> Optional[List[str]]:
+def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int,
+          holds_at: Callable[[Sequence[int]], bool]) -> Optional[List[str]]:
     memo, vs = {}, {}
     if any(isinstance(c, Const) and c.value == 0 for c in base):
         return []
+    if named and holds_at(range(len(named))):
+        return None
     s = Isolated()
     s.add(*[holds_bv(c, memo, vs) for c in base if not isinstance(c, Const)])
     lits, label = [], {}
@@ -153,8 +160,10 @@ def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int) 
         return None
     keep = set(s.core_names())
     for name in sorted(keep, key=lambda n: int(n.split("_")[1])):   # deletion: drop what the core does not need
-        trial = [p for p in lits if str(p) in keep and str(p) != name]
-        if s.check(rlimit, *trial)[0] == z3.unsat:
+        trial = [i for i, p in enumerate(lits) if str(p) in keep and str(p) != name]
+        if holds_at(trial):
+            continue                    # satisfiable without it (a known model): it stays
+        if s.check(rlimit, *[lits[i] for i in trial])[0] == z3.unsat:
             keep.discard(name)
     return [label[str(p)] for p in lits if str(p) in keep]
 
@@ -322,6 +331,24 @@ def _cex_env(prob: Problem, cex) -> Dict[str, object]:
     return env
 
 
+def _holds_at(res, prob: Problem, entry: str) -> Optional[Callable[[Sequence[int]], bool]]:
+    """For :func:`core`: do the routing conditions of ``entry`` at these indices all hold at
+    the kernel's counterexample (a model, in bit-vector semantics, of the domain and its failing
+    case, so of the core's base)?  None when there is no such model (no counterexample, or
+    one of the integer reading)."""
+    if res.counterexample is None or res.arith != "bv":
+        return None
+    env = _cex_env(prob, res.counterexample)
+    conds = [a.expr for a in prob.routing(entry)]
+
+    def holds(idx: Sequence[int]) -> bool:
+        try:
+            return all(X.evaluate(conds[i], env) != 0 for i in idx)
+        except (KeyError, TypeError, ValueError):
+            return False
+    return holds
+
+
 def _admits(prob: Problem, entry: str, cex) -> bool:
     """Every routing condition of ``entry`` holds at the counterexample ``cex`` (evaluated;
     False when one reads a value the counterexample does not give)."""
@@ -349,7 +376,7 @@ def _masking(res, prob: Problem, entry: str, cache: Optional[dict] = None) -> Li
                 if id(c) not in dom:
                     part = X.band(part, c)
             alts = part if alts is None else X.bor(alts, part)
-        got = core(list(prob.domain) + [alts], named, cache=cache)
+        got = core(list(prob.domain) + [alts], named, cache=cache, holds_at=_holds_at(res, prob, entry))
         if got:
             return got
     # the solver could not decide the core: name the conditions the counterexample violates
