@@ -434,10 +434,11 @@ def test_a_box_whose_sites_cannot_wrap_there_costs_no_solver_call():
 
 
 def test_a_site_unsat_over_the_whole_domain_is_asked_once(monkeypatch):
-    """A site that Bitwuzla decides (its integer obligation undecided once) is first asked over
-    the whole domain, once, within GLOBAL_BZLA_RU: unsat there (no counterexample wraps it),
-    no later box asks it again; otherwise each box asks it as before (gfx950 a16_psskddv:
-    25 sites asked in 5 to 11 boxes each, unsat over the whole domain in 2 Bitwuzla calls)."""
+    """A site that Bitwuzla decides (its integer obligation undecided once), once unsat in a
+    box, is asked over the whole domain, once, within GLOBAL_BZLA_RU: unsat there (no
+    counterexample wraps it), no later box asks it again; otherwise each box asks it as
+    before (gfx950 a16_psskddv: 25 sites asked in 5 to 11 boxes each, unsat over the whole
+    domain in 2 Bitwuzla calls)."""
     from addrsim.prove import cover as C
     from addrsim.prove.query import BZLA_RU_PER_CALL
     conds, claim = _bshd_slice_offset()
@@ -454,10 +455,13 @@ def test_a_site_unsat_over_the_whole_domain_is_asked_once(monkeypatch):
     monkeypatch.setattr(C.WrapCover, "_exact_in", lambda self, bounds: set())
     cov._bv_only = {id(n) for n, _, _ in cov.sites}          # every site goes to Bitwuzla
     check = lambda m: violates(conds, claim, m)  # noqa: E731
-    assert cov.attempt({"batch": (1, 1)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
     mine = lambda n: [(b, ru) for m, b, ru in calls if m is n]  # noqa: E731
-    assert mine(never) == [({}, C.GLOBAL_BZLA_RU)]
-    assert mine(other)[:2] == [({}, C.GLOBAL_BZLA_RU), ({"batch": (1, 1)}, C.SITE_BZLA_RU)]
+    assert cov.attempt({"batch": (1, 1)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
+    assert mine(never) == [({"batch": (1, 1)}, C.SITE_BZLA_RU)]           # no box unsat yet: the box
     calls.clear()
     assert cov.attempt({"batch": (2, 2)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
-    assert mine(never) == [] and mine(other) == [({"batch": (2, 2)}, C.SITE_BZLA_RU)]
+    assert mine(never) == [({}, C.GLOBAL_BZLA_RU)]                         # then the whole domain, once
+    assert mine(other) == [({}, C.GLOBAL_BZLA_RU), ({"batch": (2, 2)}, C.SITE_BZLA_RU)]
+    calls.clear()
+    assert cov.attempt({"batch": (3, 3)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
+    assert mine(never) == [] and mine(other) == [({"batch": (3, 3)}, C.SITE_BZLA_RU)]
