@@ -465,3 +465,25 @@ def test_a_site_unsat_over_the_whole_domain_is_asked_once(monkeypatch):
     calls.clear()
     assert cov.attempt({"batch": (3, 3)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
     assert mine(never) == [] and mine(other) == [({"batch": (3, 3)}, C.SITE_BZLA_RU)]
+
+
+@pytest.mark.skipif(not __import__("addrsim.backends.bitwuzla_run", fromlist=["AVAILABLE"]).AVAILABLE,
+                    reason="needs Bitwuzla")
+def test_sites_asked_over_the_whole_domain_still_find_the_thin_band():
+    """The wrong kernel for the whole-domain site answers: the README kernel's BSHD Q offset,
+    whose 32-bit sum wraps only in a band one head wide.  Every site decided by Bitwuzla alone
+    (so each, once unsat in a box, is asked over the whole domain): the boxes below the band
+    are still unsat, and the band's box still gives a model that breaks the claim; a site that
+    wraps somewhere is never taken as unsat everywhere."""
+    from addrsim.prove.cover import wrap_cover
+    from addrsim.prove.query import BZLA_RU_PER_CALL
+    conds, claim = _bshd_slice_offset()
+    q = Query(conds, claim, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
+    cov, _ = wrap_cover(q)
+    cov._bv_only = {id(n) for n, _, _ in cov.sites}
+    check = lambda m: violates(conds, claim, m)  # noqa: E731
+    assert cov.attempt({"batch": (1, 1)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
+    assert cov.attempt({"batch": (2, 2), "nhead_q": (1, 72)}, check, BZLA_RU_PER_CALL)[0] == "unsat"
+    got, m = cov.attempt({"batch": (2, 2), "nhead_q": (73, 73)}, check, BZLA_RU_PER_CALL)
+    assert got == "sat" and check(m) and (m["batch"], m["nhead_q"]) == (2, 73)
+    assert cov._global                                          # the whole-domain question was asked
