@@ -171,6 +171,7 @@ class WrapCover:
         return self._bv_call(n, bounds, violates, per_call, bzla_ru)
 
     def _bv_call(self, n, bounds, violates, per_call, bzla_ru):
+        """One Bitwuzla call of the site obligation inside ``bounds`` ({}: the whole domain)."""
         q = self.q
         s = q._bv()
         f = site_bv(n, q.bmemo)

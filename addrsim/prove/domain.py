@@ -338,7 +338,13 @@ def _holds_at(res, prob: Problem, entry: str) -> Optional[Callable[[Sequence[int
     one of the integer reading)."""
     if res.counterexample is None or res.arith != "bv":
         return None
-    env = _cex_env(prob, res.counterexample)
+    return _routing_at(prob, entry, res.counterexample)
+
+
+def _routing_at(prob: Problem, entry: str, cex) -> Callable[[Sequence[int]], bool]:
+    """Do the routing conditions of ``entry`` at these indices all hold at the counterexample
+    ``cex`` (evaluated; False when one reads a value the counterexample does not give)?"""
+    env = _cex_env(prob, cex)
     conds = [a.expr for a in prob.routing(entry)]
 
     def holds(idx: Sequence[int]) -> bool:
@@ -350,15 +356,8 @@ def _holds_at(res, prob: Problem, entry: str) -> Optional[Callable[[Sequence[int
 
 
 def _admits(prob: Problem, entry: str, cex) -> bool:
-    """Every routing condition of ``entry`` holds at the counterexample ``cex`` (evaluated;
-    False when one reads a value the counterexample does not give)."""
-    if cex is None:
-        return False
-    env = _cex_env(prob, cex)
-    try:
-        return all(X.evaluate(a.expr, env) != 0 for a in prob.routing(entry))
-    except (KeyError, TypeError, ValueError):
-        return False
+    """Every routing condition of ``entry`` holds at the counterexample ``cex``."""
+    return cex is not None and _routing_at(prob, entry, cex)(range(len(prob.routing(entry))))
 
 
 def _masking(res, prob: Problem, entry: str, cache: Optional[dict] = None) -> List[str]:
