@@ -189,3 +189,84 @@ def test_where_the_donor_stopped_unknown_the_follower_stops_too_and_never_proves
     extra = X.digest(X.ult(X.Sym("batch", 64, "shape"), X.Const(2, 64)))
     d = C.check(sub, ex, "d", "bhsd", known=Records(undecided=tuple((dk, cs | {extra}, why) for dk, cs, why in left)))
     assert d.verdict == "proved"
+
+
+# ----------------------------------------------------------------------------- fingerprints
+
+_HQ, _HV = X.Sym("hdim_q", 64, "shape"), X.Sym("hdim_v", 64, "shape")
+_EIGHT, _ZERO = X.Const(8, 64), X.Const(0, 64)
+
+
+def _row_claim(ptr: str, hdim: X.Sym) -> X.Expr:
+    """A claim about the byte offset of row 1 of a tensor whose row stride is hdim bf16s."""
+    p = X.Sym(ptr, 64, "ptr")
+    return X.eq(X.add(p, X.mul(hdim, X.Const(2, 64))), X.add(p, X.mul(_HQ, X.Const(2, 64))))
+
+
+def test_a_symbol_the_conditions_set_equal_to_another_reads_as_its_class():
+    """gfx950 psskddv: K's stride has hdim_q, V's hdim_v, and the domain says hdim_q == hdim_v
+    (inside a conjunction): V's claim in V's names is K's.  Without that equality (hdim_q <=
+    hdim_v only) the claims differ, and no proof or counterexample crosses."""
+    same = [X.band(X.eq(_HQ, _HV), X.eq(X.urem(_HQ, _EIGHT), _ZERO))]
+    k, v = C.fingerprint(_row_claim("K", _HQ), same), C.fingerprint(_row_claim("V", _HV), same)
+    assert k[1:] == v[1:]
+    assert v[0] == {"V": "ptr#0"}          # a model is renamed by pointers only: hdim_v keeps its value
+    apart = [X.ule(_HQ, _HV)]
+    assert C.fingerprint(_row_claim("K", _HQ), apart)[1] != C.fingerprint(_row_claim("V", _HV), apart)[1]
+
+
+def test_a_merged_branch_true_for_every_value_is_left_out_and_no_other_condition():
+    """dK's path on gfx950 keeps ``m <= 1 or (m > 1 and m <= 2)`` with m = min(x, 2) (signed),
+    true for every x; dV's path does not have it.  It is left out of the condition digests, so
+    a record of dK's answers dV; a disjunction false for some x (x = 5: x < 2 or x < 3) is kept."""
+    x = X.Sym("x", 32, "shape")
+    one, two, three = (X.Const(n, 32) for n in (1, 2, 3))
+    m = X.ite(X.slt(x, two), x, two)
+    merged = X.bor(X.sle(m, one), X.band(X.bnot(X.sle(m, one)), X.sle(m, two)))
+    partial = X.bor(X.ult(x, two), X.ult(x, three))
+    memo: dict = {}
+    assert C.always_true(merged, memo) and C.always_true(X.bor(X.sle(m, one), X.bnot(X.sle(m, one))), memo)
+    assert not C.always_true(partial, memo) and not C.always_true(X.sle(m, two), memo)   # no "or": never asked
+    claim = _row_claim("K", _HQ)
+    always = lambda c: C.always_true(c, memo)       # noqa: E731
+    assert C.fingerprint(claim, [merged], always)[2] == C.fingerprint(claim, [], always)[2]
+    assert C.fingerprint(claim, [merged])[2] != C.fingerprint(claim, [])[2]
+    assert C.fingerprint(claim, [partial], always)[2] != C.fingerprint(claim, [], always)[2]
+
+
+def test_symbols_of_the_conditions_alone_are_renamed_after_the_claims():
+    """dK's and dV's lane masks are bits of different opaque values (opaque79/80, opaque31/32),
+    in their conditions only: ranked after the claim's symbols, they get the same names, and the
+    claim's names do not change."""
+    tid = X.Sym("tid_x", 32, "grid")
+
+    def lane_bit(a: int, b: int) -> X.Expr:
+        pair = X.concat(X.Sym(f"opaque{a}", 32, "opaque"), X.Sym(f"opaque{b}", 32, "opaque"))
+        return X.extract(X.lshr(pair, X.zext(X.and_(tid, X.Const(63, 32)), 64)), 0, 0)
+    claim = _row_claim("K", _HQ)
+    k, v = C.fingerprint(claim, [lane_bit(80, 79)]), C.fingerprint(claim, [lane_bit(32, 31)])
+    assert k[1:] == v[1:]
+    assert k[0] == {"K": "ptr#0", "opaque79": "opaque#c0", "opaque80": "opaque#c1"}
+    assert C.fingerprint(claim, [])[1] == k[1]
+
+
+@pytest.mark.slow
+def test_gfx950_dv_sbhd_takes_dks_counterexample_with_no_query(corpus, monkeypatch):
+    """gfx950 bwd_hd128_bf16_a16_psskddv, SBHD: dV's queries are dK's with hdim_v for hdim_q
+    and without one merged branch's condition.  After dK's check (its chain), dV spends no
+    units, and gets the counterexample (shape, coordinates, lane) its own queries give."""
+    import addrsim.api as api
+    co = corpus / "gfx950" / "fmha_v3_bwd" / "bwd_hd128_bf16_a16_psskddv.co"
+
+    def dv():
+        rep = api.verify(co, buffers=["dv"], layouts=["sbhd"], properties=["address"])
+        return {c["buffer"]: c for c in rep["kernels"][0]["checks"]}["dv"]
+    chained = dv()
+    real = api.check
+    monkeypatch.setattr(api, "check", lambda *a, known=None, **kw: real(*a, **kw))
+    alone = dv()
+    assert chained["verdict"] == alone["verdict"] == "counterexample"
+    assert chained["mru"] == 0 < alone["mru"]
+    assert chained["counterexample"]["minimal"] and alone["counterexample"]["minimal"]
+    for k in ("shape", "coords", "lane", "grid"):
+        assert chained["counterexample"][k] == alone["counterexample"][k], k

@@ -649,7 +649,7 @@ _CODE_ADDR = re.compile(r"@0x[0-9a-f]+")
 _OPAQUE = re.compile(r"opaque(\d+)")
 
 
-def canonical_names(es: Iterable[Expr]) -> Dict[str, str]:
+def canonical_names(es: Iterable[Expr], rest: Iterable[Expr] = ()) -> Dict[str, str]:
     """Names for the symbols of ``es`` that do not depend on where the code lies: in every
     loop-carried symbol (kind "carried") the loop head's address ``@0x6048`` becomes its rank
     among the heads these symbols name (``@L0``, ``@L1``, ...), and each opaque value
@@ -659,23 +659,61 @@ def canonical_names(es: Iterable[Expr]) -> Dict[str, str]:
     name has ``#`` or ``@L``), so a query and its renaming are the same query up to the names
     of its free variables: sibling kernels whose code moved by a few instructions, and
     buffers addressed alike (dK and dV, Q and dO), get the same key, and a model of one
-    translates to the other (:func:`rename_model`).  Other symbols keep their names."""
-    syms = {v.name: v for e in es for v in symbols(e).values() if v.kind in ("carried", "opaque", "ptr")}.values()
+    translates to the other (:func:`rename_model`).  Other symbols keep their names.
+    ``rest``: more expressions (a query's conditions) whose symbols that ``es`` lacks are
+    ranked after, among themselves (``opaque#c0``, ``@Lc0``, ``ptr#c0``): the names of
+    ``es`` do not depend on ``rest``, and the whole map stays a bijection."""
+    first = {v.name: v for e in es for v in symbols(e).values() if v.kind in _RENAMED}
+    out = _ranked(first.values(), "")
+    more = {v.name: v for e in rest for v in symbols(e).values() if v.kind in _RENAMED and v.name not in first}
+    out.update(_ranked(more.values(), "c"))
+    return out
+
+
+_RENAMED = ("carried", "opaque", "ptr")
+
+
+def _ranked(syms, tag: str) -> Dict[str, str]:
+    """:func:`canonical_names` of the symbols ``syms``, each rank written after ``tag``."""
     heads = sorted({int(m[3:], 16) for v in syms for m in _CODE_ADDR.findall(v.name)})
     nums = sorted({int(m) for v in syms if v.kind == "opaque" for m in _OPAQUE.findall(v.name)})
     hrank = {h: i for i, h in enumerate(heads)}
     nrank = {n: i for i, n in enumerate(nums)}
     ptrs = sorted(v.name for v in syms if v.kind == "ptr")
-    out = {p: f"ptr#{i}" for i, p in enumerate(ptrs)}
+    out = {p: f"ptr#{tag}{i}" for i, p in enumerate(ptrs)}
     for v in syms:
         if v.kind == "ptr":
             continue
-        name = _CODE_ADDR.sub(lambda m: f"@L{hrank[int(m.group(0)[3:], 16)]}", v.name)
+        name = _CODE_ADDR.sub(lambda m: f"@L{tag}{hrank[int(m.group(0)[3:], 16)]}", v.name)
         if v.kind == "opaque":
-            name = _OPAQUE.sub(lambda m: f"opaque#{nrank[int(m.group(1))]}", name)
+            name = _OPAQUE.sub(lambda m: f"opaque#{tag}{nrank[int(m.group(1))]}", name)
         if name != v.name:
             out[v.name] = name
     return out
+
+
+def equal_symbols(conds: Iterable[Expr]) -> Dict[str, str]:
+    """Symbol name -> the name of its class, for the symbols that an ``eq`` conjunct of
+    ``conds`` (:func:`conjuncts`) sets equal to another symbol of the same width and kind
+    (each class named by its least name): wherever ``conds`` hold, the two are one value,
+    so a query over ``conds`` is the same query with every name of a class replaced by the
+    class's (gfx950 psskddv kernels build K's stride from hdim_q and V's from hdim_v, which
+    their domain sets equal)."""
+    parent: Dict[str, str] = {}
+
+    def find(s: str) -> str:
+        while parent.get(s, s) != s:
+            s = parent[s]
+        return s
+    for c in conjuncts(conds):
+        if c.op != "eq":
+            continue
+        a, b = c.args
+        if isinstance(a, Sym) and isinstance(b, Sym) and (a.width, a.kind) == (b.width, b.kind):
+            ra, rb = sorted((find(a.name), find(b.name)))
+            if ra != rb:
+                parent[rb] = ra
+    return {s: find(s) for s in parent}
 
 
 def rename_model(model: Optional[dict], names: Dict[str, str]) -> Optional[dict]:

@@ -30,6 +30,8 @@ from dataclasses import dataclass, field, replace as replace_dc
 from collections import Counter
 from typing import Callable, Dict, List, Optional, Tuple
 
+import z3
+
 from addrsim.backends.ideal import kept_wraps
 from addrsim.backends.z3_int import IntEncoder
 from addrsim.engine.explore import Exploration
@@ -39,7 +41,8 @@ from addrsim.model.models import Problem, build_problem, buffer_pointer
 from addrsim.prove.idioms import exact_divisions
 from addrsim.prove.machines import LANE
 from addrsim.prove.options import Options
-from addrsim.backends.z3_run import RU
+from addrsim.backends.z3_bv import holds_bv
+from addrsim.backends.z3_run import RU, decided
 from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, env_of, holds_exactly, meets,
                                  proved_within, query_key, ranges_of, solve, violates, weakened_query)
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
@@ -74,6 +77,12 @@ class _Ctx:
     refuted: dict = field(default_factory=dict)  # claim digest -> [(condition digests, model)] at a proven minimum
     left: dict = field(default_factory=dict)     # claim digest -> [(condition digests, why)] where another check stopped
     memory_matters: bool = False    # a weakened query's least counterexample needed more memory (_weak_first)
+    valid: dict = field(default_factory=dict)   # condition digest -> true for every value (_Ctx.always)
+
+    def always(self, c: Expr) -> bool:
+        """:func:`always_true` of ``c``, memoised per check; not charged to the check, so
+        that reuse (:func:`fingerprint`) costs the same whatever the cache holds."""
+        return always_true(c, self.valid)
 
     def subsumed(self, fp) -> bool:
         """Was the claim of fingerprint ``fp`` (:func:`fingerprint`) proved under a subset of
@@ -417,7 +426,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
     shared: Dict[bytes, bool] = {}        # claim digest -> proved on the domain alone
     for t, conds, claim, a, a00, dk in cases:
         res.cases.append((t, conds, claim, a, a00))
-        fp = fingerprint(claim, conds)
+        fp = fingerprint(claim, conds, ctx.always)
         reuse = ctx.reused(fp, conds, claim)     # before the cache: the same answer in every run
         if reuse is not None and reuse[0] == "proved":
             continue
@@ -517,17 +526,26 @@ def _by_claim(cases) -> Dict[bytes, list]:
     return out
 
 
-def fingerprint(claim: Expr, conds: List[Expr]):
+def fingerprint(claim: Expr, conds: List[Expr], always: Callable[[Expr], bool] = lambda c: False):
     """(names, claim digest, frozenset of condition digests) of a query, for reuse across
     buffers and domains (:meth:`_Ctx.subsumed`, :meth:`_Ctx.carried`).  ``names`` renames the
-    claim's pointer, opaque and loop-carried symbols canonically
-    (:func:`addrsim.ir.expr.canonical_names`; no other name has ``#`` or ``@L``), in the claim and
-    the conditions alike: a bijection of the query's symbols, so a proof of one query is a proof
-    of every query with the same fingerprint (V's claim in K's names), and the symbols of the
-    conditions alone keep the names the kernel's exploration gave them."""
-    names = X.canonical_names([claim])
+    pointer, opaque and loop-carried symbols canonically, the claim's first and then those of
+    the conditions alone (:func:`addrsim.ir.expr.canonical_names`; no other name has ``#`` or
+    ``@L``): a bijection of the query's symbols, so a proof of one query is a proof of every
+    query with the same fingerprint (V's claim in K's names), and a model of one is a model
+    of the other (:meth:`_Ctx.carried`).  The digests, not ``names``, also read each symbol
+    that an ``eq`` of the conditions sets equal to another as its class's
+    (:func:`addrsim.ir.expr.equal_symbols`: a query with its conditions is the same query
+    so rewritten) and leave out the conditions ``always`` says are true for every value
+    (:func:`always_true`).  gfx950 psskddv kernels address V with hdim_v where K's stride has
+    hdim_q, and K's path keeps a merged branch's ``p or not p``: V's SBHD check then reuses
+    K's counterexample (17.7 s to 0.5 s)."""
+    names = X.canonical_names([claim], rest=conds)
+    classes = X.equal_symbols(conds)
+    digest_names = dict(names, **{s: names.get(c, c) for s, c in classes.items()})
     memo: dict = {}
-    return names, X.digest(claim, memo, names), frozenset(X.digest(c, memo, names) for c in conds)
+    return names, X.digest(claim, memo, digest_names), frozenset(X.digest(c, memo, digest_names) for c in conds
+                                                                  if not always(c))
 
 
 def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
@@ -563,6 +581,22 @@ def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
     return None
 
 
+VALID_RU = RU // 100
+"""Z3 resource units to show one merged-path condition true for every value (:func:`always_true`)."""
+
+
+def always_true(c: Expr, memo: dict) -> bool:
+    """Is ``c``, a disjunction that merged paths leave (``p or not p``; on gfx950 psskddv dK,
+    ``m <= 1 or (m > 1 and m <= 2)`` where m = min(x, 2)), true for every value of its
+    symbols?  Z3 over bit-vectors shows its negation unsat within VALID_RU (False when it
+    does not, or ``c`` is no ``or``); ``memo`` maps its digest to the answer."""
+    if not (isinstance(c, X.Op) and c.op == "or"):
+        return False
+    d = X.digest(c)
+    if d not in memo:
+        memo[d] = decided([z3.Not(holds_bv(c))], VALID_RU)[0] == z3.unsat
+    return memo[d]
+
 SHARED_CLAIM_MIN = 3
 """A claim (one address expression against the model) shared by at least this many accesses
 of a check is first tried on the domain alone, without any access's path conditions: one
@@ -584,7 +618,7 @@ def _proved_on_domain(ctx: _Ctx, claim: Expr, expected: Expr, ranges) -> bool:
     if not _proved_either(ctx, ranges, attempt):
         return False
     real = list(prob.domain)
-    ctx.proved_under(fingerprint(claim, real + array_facts(real + [claim, expected], prob)))
+    ctx.proved_under(fingerprint(claim, real + array_facts(real + [claim, expected], prob), ctx.always))
     return True
 
 
