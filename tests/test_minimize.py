@@ -487,3 +487,34 @@ def test_sites_asked_over_the_whole_domain_still_find_the_thin_band():
     got, m = cov.attempt({"batch": (2, 2), "nhead_q": (73, 73)}, check, BZLA_RU_PER_CALL)
     assert got == "sat" and check(m) and (m["batch"], m["nhead_q"]) == (2, 73)
     assert cov._global                                          # the whole-domain question was asked
+
+
+def test_a_smaller_batch_raises_the_claims_own_variables_too():
+    """K's offset reads nhead_k and seqlen_k, not seqlen_q: (batch_id + nhead_k)*seqlen_k*256
+    bytes in 32 bits, with the device memory shared by Q's rows and K's,
+    batch*(seqlen_q + nhead_k*seqlen_k) <= 2**26.  From a failing shape at batch 64 with one
+    K head, the candidate at batch 1 (what evaluation offers before the solver is asked)
+    raises nhead_k and seqlen_k, the claim's, before seqlen_q, which would take the memory K
+    needs: it fails, at nhead_k 64 and seqlen_k near 2**20.  Raising nhead_q, seqlen_q and
+    seqlen_k alone leaves one K head there, and breaks nothing."""
+    from addrsim.prove.query import _lowered, _raised
+    HK, SK = Sym("nhead_k", 64, "shape"), Sym("seqlen_k", 64, "shape")
+    exact = X.mul(X.mul(X.add(X.zext(BID, 64), HK), SK), Const(256, 64))
+    wrapped = X.mul(X.mul(X.add(BID, X.extract(HK, 31, 0)), X.extract(SK, 31, 0)), Const(256, 32))
+    claim = X.eq(X.zext(wrapped, 64), exact)
+    memory = X.ule(X.mul(B, X.add(S, X.mul(HK, SK))), Const(1 << 26, 64))
+    conds = [memory, X.ult(X.zext(BID, 64), B), X.ult(X.zext(HID, 64), H)] + [
+        X.band(X.ule(Const(1, 64), v), X.ule(v, Const(hi, 64))) for v, hi in ((B, 64), (H, 64), (HK, 64), (S, 1 << 20),
+                                                                             (SK, 1 << 20))]
+    ranges = {"batch": (1, 64), "nhead_q": (1, 64), "nhead_k": (1, 64), "seqlen_q": (1, 1 << 20),
+              "seqlen_k": (1, 1 << 20), "batch_id": (0, 63), "head_id": (0, 63), "tile": (0, 0), "lane": (0, 0)}
+    q = Query(conds, claim, ranges, 10 ** 7)
+    start = {"batch": 64, "nhead_q": 1, "nhead_k": 1, "seqlen_q": 1, "seqlen_k": 1 << 18, "batch_id": 63,
+             "head_id": 0, "tile": 0, "lane": 0}
+    assert violates(conds, claim, start)
+    names = {"batch": "batch_id", "head": "head_id", "tile": "tile", "lane": "lane", "arrays": None}
+    low = _lowered(start, "batch", 1, names)
+    assert not violates(conds, claim, low)
+    raised = _raised(q, low, "batch", names)
+    assert raised["batch"] == 1 and violates(conds, claim, raised)
+    assert raised["nhead_k"] == 64 and raised["nhead_k"] * raised["seqlen_k"] >= 1 << 24 and q.used == 0

@@ -1040,7 +1040,7 @@ def _eval_floor(q: Query, model, var: str, lo: int, names):
     return best
 
 
-RAISE = ("nhead_q", "seqlen_q", "seqlen_k")
+RAISE = ("nhead_q", "nhead_k", "seqlen_q", "seqlen_k")
 RAISE_GRID = 48       # candidate values per variable and refinement round
 
 
@@ -1064,11 +1064,35 @@ def _raised(q: Query, t, var: str, names):
 
 
 def _raised_from(q: Query, t, var: str, names, worst: bool):
-    """:func:`_raised` from ``t``; with ``worst``, then the last tile and a failing lane."""
+    """:func:`_raised` from ``t``; with ``worst``, then the last tile and a failing lane.
+    The variables after ``var`` are raised one at a time, each taking what the conditions
+    (device memory) leave, so the order decides the point: first nhead_q, seqlen_q, seqlen_k;
+    when that point breaks nothing, the claim's own variables first, nhead_k among them (K's
+    offset reads nhead_k and seqlen_k: raising seqlen_q first takes the memory K's rows
+    need, and on gfx942 a32_rtna_psskddv K BHSD the batch stayed at 2849, not 2)."""
+    first = None
+    for order in _raise_orders(q, t, var):
+        got = _raised_in(q, dict(t), var, names, worst, order)
+        if got is not None and violates(q.conds, q.claim, got):
+            return got
+        first = first or got
+    return first
+
+
+def _raise_orders(q: Query, t, var: str) -> List[List[str]]:
+    """The orders :func:`_raised_from` tries (see there), each once."""
     later = [v for v in RAISE if v in t and ORDER.index(v) > ORDER.index(var)] if var in ORDER else []
-    t = dict(t)
+    read = set(X.symbols(q.claim))
+    orders = [[v for v in later if v != "nhead_k"], [v for v in later if v in read] + [v for v in later if v not in read]]
+    return [o for i, o in enumerate(orders) if o not in orders[:i]]
+
+
+def _raised_in(q: Query, t, var: str, names, worst: bool, order: List[str]):
+    """``t`` with the variables of ``order`` raised in that order (:func:`_raise_one`), the
+    grid ids to the last workgroup and, with ``worst``, the last tile and a failing lane;
+    None when that does not fit or numpy cannot evaluate the conditions."""
     try:
-        for v in later:
+        for v in order:
             t = _raise_one(q, t, v, names)
         t = _last_ids(t, names, var)
         if not _Batch(q.conds, q.claim, [t], names.get("arrays")).fits()[0]:
