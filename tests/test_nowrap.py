@@ -559,3 +559,24 @@ def test_a_32_bit_wrap_is_no_quick_proof():
     if got is not None:
         env = dict(got)
         assert X.evaluate(claim, env) == 0
+
+
+def test_array_facts_built_once_per_check_are_those_built_afresh():
+    """The facts of the sequence-start arrays (order and step of every pair of reads, first and
+    last entries) are the same, in the same order, whether each query builds them afresh or
+    takes the pairs a memo shared by the check's queries holds; a query with another read
+    adds that read's pairs only."""
+    from types import SimpleNamespace
+    from addrsim.prove.query import array_facts
+    arr = Sym("seqstart_q", 48, "array")
+    tq = Sym("total_q", 64, "shape")
+    spec = {"first": c64(0), "last": tq, "step_max": S, "step_min": c64(1), "count": X.add(B, c64(1))}
+    prob = SimpleNamespace(array_specs={"seqstart_q": spec})
+    row = lambda k: X.select(arr, X.mul(X.add(X.zext(BID, 64), c64(k)), c64(4)))     # noqa: E731
+    queries = [[X.ule(row(0), row(1))], [X.ule(row(1), row(0)), X.ule(row(0), Const(7, 32))],
+               [X.ule(row(0), row(2)), X.ult(row(1), row(2))]]
+    memo: dict = {}
+    digests = lambda fs: [X.digest(f) for f in fs]       # noqa: E731
+    for q in queries:
+        assert digests(array_facts(q, prob, memo)) == digests(array_facts(q, prob))
+    assert len(array_facts(queries[2], prob)) > len(array_facts(queries[0], prob))

@@ -78,6 +78,7 @@ class _Ctx:
     left: dict = field(default_factory=dict)     # claim digest -> [(condition digests, why)] where another check stopped
     memory_matters: bool = False    # a weakened query's least counterexample needed more memory (_weak_first)
     valid: dict = field(default_factory=dict)   # condition digest -> true for every value (_Ctx.always)
+    facts: dict = field(default_factory=dict)   # array_facts' memo: reads and pair facts built once a check
 
     def always(self, c: Expr) -> bool:
         """:func:`always_true` of ``c``, memoised per check; not charged to the check, so
@@ -415,12 +416,13 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
     ranges = ranges_of(prob)
     seen_keys = set()
     cases = []
+    smemo: dict = {}         # the accesses share their paths' conditions and address terms
     for t in tg:
-        a = X.substitute(t.address, env)
+        a = X.substitute(t.address, env, smemo)
         a00 = reference(a, zero_ids, prob)
         claim = _claim(ctx, t, a, a00, env, expected, part)
-        conds = [X.substitute(c, env) for c in t.conds] + list(prob.domain)
-        conds += array_facts(conds + [claim, expected], prob)
+        conds = [X.substitute(c, env, smemo) for c in t.conds] + list(prob.domain)
+        conds += array_facts(conds + [claim, expected], prob, ctx.facts)
         cases.append((t, conds, claim, a, a00, X.digest(claim)))
     repeats = Counter(c[5] for c in cases)
     shared: Dict[bytes, bool] = {}        # claim digest -> proved on the domain alone
@@ -569,7 +571,7 @@ def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
 
         def attempt(dom, rng):
             conds = path + dom
-            conds += array_facts(conds + [lin], prob)
+            conds += array_facts(conds + [lin], prob, ctx.facts)
             key, _, _ = _canonical_key(("linear V#", opts.arith, opts.budgets()), lin, conds)
             proved = key in seen or _proved_cached(ctx, key, conds, lin, rng)   # a key seen was proved
             seen.add(key)
@@ -612,13 +614,13 @@ def _proved_on_domain(ctx: _Ctx, claim: Expr, expected: Expr, ranges) -> bool:
     prob, opts = ctx.prob, ctx.opts
 
     def attempt(dom, rng):
-        conds = dom + array_facts(dom + [claim, expected], prob)
+        conds = dom + array_facts(dom + [claim, expected], prob, ctx.facts)
         key, _, _ = _canonical_key(("domain alone", opts.arith, ctx.prop, opts.budgets()), claim, conds)
         return _proved_cached(ctx, key, conds, claim, rng)
     if not _proved_either(ctx, ranges, attempt):
         return False
     real = list(prob.domain)
-    ctx.proved_under(fingerprint(claim, real + array_facts(real + [claim, expected], prob), ctx.always))
+    ctx.proved_under(fingerprint(claim, real + array_facts(real + [claim, expected], prob, ctx.facts), ctx.always))
     return True
 
 
@@ -865,7 +867,7 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
 
         def attempt(dom, rng):
             conds = path + dom
-            conds += array_facts(conds + [claim], ctx.prob)
+            conds += array_facts(conds + [claim], ctx.prob, ctx.facts)
             key, stored, asked = _canonical_key(("loop", ctx.opts.arith, ctx.opts.budgets()), claim, conds)
             hit = ctx.cached(key)
             if hit is None:

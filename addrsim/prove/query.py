@@ -311,16 +311,18 @@ def _decided_by_cover(q: "Query", memo: dict, why: str, budget_ru: int):
     return "unknown", None, why + "; the wrap cover did not decide it either"
 
 
-def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
+def array_facts(exprs: List[Expr], prob: Problem, memo: Optional[dict] = None) -> List[Expr]:
     """What the models say about the sequence-start arrays read in ``exprs``: for every pair
     of reads of one array, a smaller offset reads a value no larger (non-decreasing), reads
     4 bytes apart differ by at least ``step_min`` and at most ``step_max``, the first entry is ``first`` and entry
-    ``count - 1`` is ``last`` (1-bit IR constraints)."""
+    ``count - 1`` is ``last`` (1-bit IR constraints).  ``memo`` (optional, shared by the
+    queries of one check): each expression's reads and each pair's facts, built once (gfx942
+    causal_br a32 psskddv_group: 1434 queries of 8 reads each, 9 s of a warm scan's 36 s)."""
+    memo = {} if memo is None else memo
     reads: Dict[str, List[Expr]] = {}
     for e in exprs:
-        for n in X.walk(e):
-            if isinstance(n, X.Op) and n.op == "sel" and n.args[0].kind == "array":
-                reads.setdefault(n.args[0].name, []).append(n)
+        for n in _array_reads(e, memo):
+            reads.setdefault(n.args[0].name, []).append(n)
     out: List[Expr] = []
     for name, nodes in reads.items():
         spec = prob.array_specs.get(name)
@@ -336,23 +338,49 @@ def array_facts(exprs: List[Expr], prob: Problem) -> List[Expr]:
             out.append(X.eq(X.zext(n, 64), v))
         uniq, seen = [], set()
         for n in nodes + [n for n, _ in extra]:
-            k = repr(n.args[1])
+            k = _offset_text(n.args[1], memo)
             if k not in seen:
                 seen.add(k)
-                uniq.append(n)
+                uniq.append((k, n))
         step = (spec or {}).get("step_max")
         smin = (spec or {}).get("step_min")
-        for i, a in enumerate(uniq):
-            for b in uniq[i + 1:]:
-                oa, ob = a.args[1], b.args[1]
-                va, vb = X.zext(a, 64), X.zext(b, 64)
-                out.append(X.bor(X.band(X.ule(oa, ob), X.ule(va, vb)), X.band(X.ult(ob, oa), X.ule(vb, va))))
-                for (lo, hi, vl, vh) in ((oa, ob, va, vb), (ob, oa, vb, va)):
-                    nxt = X.bnot(X.eq(hi, X.add(lo, Const(4, 64))))
-                    if step is not None:
-                        out.append(X.bor(nxt, X.ule(X.sub(vh, vl), step)))
-                    if smin is not None:
-                        out.append(X.bor(nxt, X.ule(X.add(vl, smin), vh)))
+        for i, (ka, a) in enumerate(uniq):
+            for kb, b in uniq[i + 1:]:
+                key = ("pair", name, ka, kb)
+                hit = memo.get(key)
+                if hit is None or hit[0] is not step or hit[1] is not smin:
+                    hit = memo[key] = (step, smin, _pair_facts(a, b, step, smin))
+                out += hit[2]
+    return out
+
+
+def _array_reads(e: Expr, memo: dict) -> List[Expr]:
+    """The reads ``sel(A, offset)`` of sequence-start arrays in ``e``, in walk order (memoised
+    with ``e`` kept alive, so its id names it)."""
+    key = ("reads", id(e))
+    if key not in memo:
+        memo[key] = (e, [n for n in X.walk(e) if isinstance(n, X.Op) and n.op == "sel" and n.args[0].kind == "array"])
+    return memo[key][1]
+
+
+def _offset_text(off: Expr, memo: dict) -> str:
+    key = ("text", id(off))
+    if key not in memo:
+        memo[key] = (off, repr(off))
+    return memo[key][1]
+
+
+def _pair_facts(a: Expr, b: Expr, step, smin) -> List[Expr]:
+    """:func:`array_facts` of two reads of one array: order, and the step between neighbours."""
+    oa, ob = a.args[1], b.args[1]
+    va, vb = X.zext(a, 64), X.zext(b, 64)
+    out = [X.bor(X.band(X.ule(oa, ob), X.ule(va, vb)), X.band(X.ult(ob, oa), X.ule(vb, va)))]
+    for (lo, hi, vl, vh) in ((oa, ob, va, vb), (ob, oa, vb, va)):
+        nxt = X.bnot(X.eq(hi, X.add(lo, Const(4, 64))))
+        if step is not None:
+            out.append(X.bor(nxt, X.ule(X.sub(vh, vl), step)))
+        if smin is not None:
+            out.append(X.bor(nxt, X.ule(X.add(vl, smin), vh)))
     return out
 
 
