@@ -77,13 +77,16 @@ class _Ctx:
     refuted: dict = field(default_factory=dict)  # claim digest -> [(condition digests, model)] at a proven minimum
     left: dict = field(default_factory=dict)     # claim digest -> [(condition digests, why)] where another check stopped
     memory_matters: bool = False    # a weakened query's least counterexample needed more memory (_weak_first)
-    valid: dict = field(default_factory=dict)   # condition digest -> true for every value (_Ctx.always)
     facts: dict = field(default_factory=dict)   # array_facts' memo: reads and pair facts built once a check
 
-    def always(self, c: Expr) -> bool:
-        """:func:`always_true` of ``c``, memoised per check; not charged to the check, so
-        that reuse (:func:`fingerprint`) costs the same whatever the cache holds."""
-        return always_true(c, self.valid)
+    def always(self, path: List[Expr]) -> Callable[[Expr], bool]:
+        """:func:`always_true` for the path conditions ``path`` of one access (never the
+        domain's or the array facts, which no merge left), memoised per kernel (in its
+        exploration's ``derived``); not charged to the check, so that reuse
+        (:func:`fingerprint`) costs the same whatever the cache holds."""
+        memo = self.ex.derived.setdefault("always true", {})
+        ids = {id(c) for c in path}
+        return lambda c: id(c) in ids and always_true(c, memo)
 
     def subsumed(self, fp) -> bool:
         """Was the claim of fingerprint ``fp`` (:func:`fingerprint`) proved under a subset of
@@ -421,14 +424,15 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         a = X.substitute(t.address, env, smemo)
         a00 = reference(a, zero_ids, prob)
         claim = _claim(ctx, t, a, a00, env, expected, part)
-        conds = [X.substitute(c, env, smemo) for c in t.conds] + list(prob.domain)
+        path = [X.substitute(c, env, smemo) for c in t.conds]
+        conds = path + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob, ctx.facts)
-        cases.append((t, conds, claim, a, a00, X.digest(claim)))
+        cases.append((t, conds, claim, a, a00, X.digest(claim), path))
     repeats = Counter(c[5] for c in cases)
     shared: Dict[bytes, bool] = {}        # claim digest -> proved on the domain alone
-    for t, conds, claim, a, a00, dk in cases:
+    for t, conds, claim, a, a00, dk, path in cases:
         res.cases.append((t, conds, claim, a, a00))
-        fp = fingerprint(claim, conds, ctx.always)
+        fp = fingerprint(claim, conds, ctx.always(path))
         reuse = ctx.reused(fp, conds, claim)     # before the cache: the same answer in every run
         if reuse is not None and reuse[0] == "proved":
             continue
@@ -620,7 +624,7 @@ def _proved_on_domain(ctx: _Ctx, claim: Expr, expected: Expr, ranges) -> bool:
     if not _proved_either(ctx, ranges, attempt):
         return False
     real = list(prob.domain)
-    ctx.proved_under(fingerprint(claim, real + array_facts(real + [claim, expected], prob, ctx.facts), ctx.always))
+    ctx.proved_under(fingerprint(claim, real + array_facts(real + [claim, expected], prob, ctx.facts)))
     return True
 
 
