@@ -518,3 +518,41 @@ def test_a_smaller_batch_raises_the_claims_own_variables_too():
     raised = _raised(q, low, "batch", names)
     assert raised["batch"] == 1 and violates(conds, claim, raised)
     assert raised["nhead_k"] == 64 and raised["nhead_k"] * raised["seqlen_k"] >= 1 << 24 and q.used == 0
+
+
+def _gqa_problem(traits):
+    """A problem's domain for head groups: head_id < nhead_q, 1 <= nhead_q, nhead_k <= 256,
+    plus ``traits``."""
+    from addrsim.model.schema import SHAPE_VARS
+    nq, nk = Sym("nhead_q", 64, "shape"), Sym("nhead_k", 64, "shape")
+    dom = [X.ult(X.zext(HID, 64), nq)] + [X.band(X.ule(Const(1, 64), v), X.ule(v, Const(256, 64))) for v in (nq, nk)]
+    bounds = {v: (1, 256) for v in SHAPE_VARS}
+    group = X.udiv(HID, X.extract(X.udiv(nq, nk), 31, 0))
+    return SimpleNamespace(domain=dom + traits(nq, nk), bounds=bounds, grid={"z": BID, "y": HID, "x": TILE}), group, nk
+
+
+@pytest.mark.parametrize("traits,shown", [
+    (lambda nq, nk: [X.eq(X.urem(nq, nk), Const(0, 64))], True),      # an integer GQA ratio (the traits layer)
+    (lambda nq, nk: [X.ule(nk, nq)], False),                          # nhead_q 3, nhead_k 2: head 2 is in group 2
+])
+def test_a_head_group_lemma_holds_only_where_the_domain_implies_it(traits, shown):
+    """K/V's head group udiv(head_id, nhead_q/nhead_k) is below nhead_k when nhead_k divides
+    nhead_q; the lemma (addrsim.prove.check.group_lemmas) is stated only once the query
+    pipeline proves it from the domain.  Without the integer ratio it is false, and not stated."""
+    from addrsim.prove.check import _shown_from_domain
+    prob, group, nk = _gqa_problem(traits)
+    assert _shown_from_domain(X.ult(group, X.extract(nk, 31, 0)), prob) is shown
+
+
+@pytest.mark.slow
+def test_k_bhsd_of_a_gqa_kernel_is_minimal_with_the_head_group_lemma(corpus):
+    """gfx942 bwd_hd128_bf16_a32_rtna_psskddv, K BHSD, address: batch 1 cannot wrap (a K head
+    group is below nhead_k, kv_tile*192 < seqlen_k, and nhead_k*seqlen_k*hdim_q*2 < 2**32 by the
+    exact layer), which the solvers did not show without the lemma (batch 2121, then 2, not
+    proven minimal).  With it, the least failing shape is proven minimal."""
+    from addrsim.api import verify
+    co = corpus / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_bf16_a32_rtna_psskddv.co"
+    c = verify(co, buffers=["k"], layouts=["bhsd"], properties=["address"])["kernels"][0]["checks"][0]
+    cx = c["counterexample"]
+    assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
+    assert [cx["shape"][v] for v in ("batch", "nhead_q", "nhead_k")] == [2, 9, 9]

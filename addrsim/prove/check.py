@@ -427,6 +427,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         path = [X.substitute(c, env, smemo) for c in t.conds]
         conds = path + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob, ctx.facts)
+        conds += group_lemmas(ctx, claim)
         cases.append((t, conds, claim, a, a00, X.digest(claim), path))
     repeats = Counter(c[5] for c in cases)
     shared: Dict[bytes, bool] = {}        # claim digest -> proved on the domain alone
@@ -587,8 +588,48 @@ def _swizzle_refused(ctx: _Ctx, tg: List[Target], env):
     return None
 
 
+LEMMA_RU = RU // 10
+"""Resource units to prove one head-group lemma from the domain (:func:`group_lemmas`)."""
+
 VALID_RU = RU // 100
 """Z3 resource units to show one merged-path condition true for every value (:func:`always_true`)."""
+
+
+def group_lemmas(ctx: _Ctx, claim: Expr) -> List[Expr]:
+    """Facts the domain implies that the solvers do not find within a budget: each K/V head
+    group the claim reads, ``udiv(head_id, nhead_q/nhead_k)``, is below nhead_k (head_id <
+    nhead_q, which is the ratio times nhead_k: an integer GQA ratio, the traits layer).  On
+    gfx942 a32_rtna_psskddv K BHSD, batch 1 cannot wrap because of it (kv_tile*192 + group*
+    seqlen_k < nhead_k*seqlen_k, whose bytes fit in 32 bits by the exact layer): with it the
+    minimisation's batch-1 box is unsat in 27k units, without it undecided after 2.8 Mru.
+    A lemma is added only once it is proved from the domain conditions that read no other
+    symbol than the division's and nhead_k (:func:`_shown_from_domain`, memoised per
+    kernel), so it changes no answer, only what the solvers must derive."""
+    head = ctx.prob.grid["y"].name
+    nk = next((v for c in ctx.prob.domain for v in X.symbols(c).values() if v.name == "nhead_k"), None)
+    if nk is None:
+        return []
+    memo = ctx.ex.derived.setdefault("group lemmas", {})
+    out = []
+    for n in X.walk(claim):
+        if not (isinstance(n, X.Op) and n.op == "udiv" and isinstance(n.args[0], Sym) and n.args[0].name == head):
+            continue
+        lemma = X.ult(n, X.extract(nk, n.width - 1, 0) if n.width <= nk.width else X.zext(nk, n.width))
+        d = X.digest(lemma)
+        if d not in memo:
+            memo[d] = _shown_from_domain(lemma, ctx.prob)
+        if memo[d]:
+            out.append(lemma)
+    return out
+
+
+def _shown_from_domain(lemma: Expr, prob: Problem) -> bool:
+    """Is ``lemma`` proved from the conjuncts of the domain that read only its symbols (the
+    query pipeline, :func:`addrsim.prove.query.solve`, within LEMMA_RU: Z3's bit-vector
+    solver alone leaves the nested divisions undecided after 1 Mru)?"""
+    names = set(X.symbols(lemma))
+    hyps = [c for c in X.conjuncts(prob.domain) if set(X.symbols(c)) <= names]
+    return solve(hyps, lemma, ranges_of(prob), LEMMA_RU)[0] == "proved"
 
 
 def always_true(c: Expr, memo: dict) -> bool:
