@@ -64,6 +64,15 @@ def test_checks_through_one_wrap_site_are_one_root_cause_with_the_least_shape():
     assert r["reach"] == "reachable" and "s_addc_u32" in r["fix"]
 
 
+def test_of_equal_shapes_the_smallest_is_one_proven_minimal():
+    """K's and V's SBHD bounds checks wrap at the same i24 site with the same shape; K's did not
+    prove it minimal, V's did: the root cause's smallest is V's, minimal."""
+    k = _kernel([_cex("k", "sbhd", overflow=[_site(0x2b78)], minimal=False),
+                 _cex("v", "sbhd", overflow=[_site(0x2b78)])])
+    [r] = root_causes(k)
+    assert r["smallest"]["check"] == "v/sbhd" and r["smallest"]["minimal"] is True
+
+
 def test_the_first_site_that_matters_decides_and_distinct_sites_are_distinct_causes():
     k = _kernel([_cex("q", "bhsd", overflow=[_site(0x10, matters=False), _site(0x2b4c)]),
                  _cex("lse", "bhsd", overflow=[_site(0x2b54, "s_mul_i32 s62, s4, s53")])])

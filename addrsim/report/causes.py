@@ -146,8 +146,11 @@ def check_name(c: dict) -> str:
 
 
 def _least(checks: List[dict]) -> Optional[dict]:
-    """The counterexample check whose shape is smallest (SHAPE_ORDER); None without checks."""
-    return min(checks, key=lambda c: _shape_rank(c["counterexample"]["shape"]), default=None)
+    """The counterexample check whose shape is smallest (SHAPE_ORDER), among equal shapes one
+    proven minimal (the README kernel's K SBHD bounds check reaches V's minimal shape without
+    proving it); None without checks."""
+    return min(checks, key=lambda c: (_shape_rank(c["counterexample"]["shape"]),
+                                      not c["counterexample"].get("minimal", True)), default=None)
 
 
 def smallest_of(checks: List[dict]) -> Optional[dict]:
