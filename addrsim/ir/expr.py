@@ -333,36 +333,50 @@ def sext(a: Expr, width: int) -> Expr:
     return _mk("sext", (a,), width)
 
 
-def extract(a: Expr, hi: int, lo: int) -> Expr:
-    """Bits ``hi``..``lo`` (inclusive) of ``a``."""
+def extract(a: Expr, hi: int, lo: int, _memo: Optional[dict] = None) -> Expr:
+    """Bits ``hi``..``lo`` (inclusive) of ``a``.  Pushed through concat, zext, bitwise
+    operators, ite and the low bits of add/sub/mul, once per (node, bits) within one call
+    (``_memo``): without it a DAG whose nodes are shared (the byte permutes of a bf16 packing
+    loop, gfx942 a32_rtne_psskddv) became a tree, and a scan worker grew past 20 GB."""
     w = hi - lo + 1
     assert 0 <= lo <= hi < a.width, (hi, lo, a.width)
     if lo == 0 and w == a.width:
         return a
-    if isinstance(a, Op):
-        if a.op == "extract":
-            return extract(a.args[0], hi + a.params[1], lo + a.params[1])
-        if a.op == "concat":
-            h, l = a.args
-            if hi < l.width:
-                return extract(l, hi, lo)
-            if lo >= l.width:
-                return extract(h, hi - l.width, lo - l.width)
-        if a.op == "zext":
-            inner = a.args[0]
-            if hi < inner.width:
-                return extract(inner, hi, lo)
-            if lo >= inner.width:
-                return Const(0, w)
-            return zext(extract(inner, inner.width - 1, lo), w)
-        if a.op in ("and", "or", "xor"):
-            return {"and": and_, "or": or_, "xor": xor}[a.op](extract(a.args[0], hi, lo), extract(a.args[1], hi, lo))
-        if a.op in ("add", "sub", "mul") and lo == 0:
-            f = {"add": add, "sub": sub, "mul": mul}[a.op]
-            return f(extract(a.args[0], hi, 0), extract(a.args[1], hi, 0))
-        if a.op == "ite":
-            return ite(a.args[0], extract(a.args[1], hi, lo), extract(a.args[2], hi, lo))
-    if lo >= maxbits(a) and not isinstance(a, Const):
+    if not isinstance(a, Op):
+        return Const(0, w) if lo >= maxbits(a) and not isinstance(a, Const) else _mk("extract", (a,), w, (hi, lo))
+    memo = {} if _memo is None else _memo
+    key = (id(a), hi, lo)
+    if key not in memo:
+        memo[key] = (a, _extract_op(a, hi, lo, w, memo))
+    return memo[key][1]
+
+
+def _extract_op(a: Op, hi: int, lo: int, w: int, memo: dict) -> Expr:
+    """:func:`extract` of an operator node."""
+    part = lambda e, h, l: extract(e, h, l, memo)  # noqa: E731,E741
+    if a.op == "extract":
+        return part(a.args[0], hi + a.params[1], lo + a.params[1])
+    if a.op == "concat":
+        h, l = a.args
+        if hi < l.width:
+            return part(l, hi, lo)
+        if lo >= l.width:
+            return part(h, hi - l.width, lo - l.width)
+    if a.op == "zext":
+        inner = a.args[0]
+        if hi < inner.width:
+            return part(inner, hi, lo)
+        if lo >= inner.width:
+            return Const(0, w)
+        return zext(part(inner, inner.width - 1, lo), w)
+    if a.op in ("and", "or", "xor"):
+        return {"and": and_, "or": or_, "xor": xor}[a.op](part(a.args[0], hi, lo), part(a.args[1], hi, lo))
+    if a.op in ("add", "sub", "mul") and lo == 0:
+        f = {"add": add, "sub": sub, "mul": mul}[a.op]
+        return f(part(a.args[0], hi, 0), part(a.args[1], hi, 0))
+    if a.op == "ite":
+        return ite(a.args[0], part(a.args[1], hi, lo), part(a.args[2], hi, lo))
+    if lo >= maxbits(a):
         return Const(0, w)
     return _mk("extract", (a,), w, (hi, lo))
 
