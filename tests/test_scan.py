@@ -141,3 +141,25 @@ def test_html_page_of_the_scan(scanned):
     assert "Root cause 2: 32-bit wrap at 0x2b54: s_mul_i32 s62, s4, s53" in page     # after the SBHD formula (triage)
     assert "Root cause 1: offset wrong over the integers too (sbhd)" in page
     assert "nhead_q*seqlen_q*(batch - 1) &gt;= 2**24" in page and "<svg" in page
+
+
+def test_a_worker_that_dies_costs_its_kernel_not_the_scan(tmp_path, monkeypatch):
+    """--jobs 2 over two example kernels, one of which kills the worker checking it (as the
+    out-of-memory killer did to a cold wheel scan, 2026-12-06: BrokenProcessPool, no report at
+    all).  The other kernel's report is whole, the culprit's is an internal error naming its
+    file, and the scan's status is 4 (internal error)."""
+    import os
+    import addrsim.commands.scan as S
+    from addrsim.api import exit_status
+    from addrsim.model.models import load_models
+    from test_examples import MODEL, build
+    d = tmp_path / "corpus"
+    d.mkdir()
+    good, bad = build("lsed_three_paths", d), build("lsed_bas_shortcut", d)
+    real = S._scan_one
+    monkeypatch.setattr(S, "_scan_one", lambda path, *a: os._exit(9) if str(path) == str(bad)
+                        else real(path, *a))      # the workers are forked: they inherit it
+    corpus = S.collect([str(d)], load_models([MODEL]))
+    reps = dict(zip(corpus.files, S.scan(corpus, ["lse"], ["bhsd"], [MODEL], jobs=2)))
+    assert reps[str(good)]["kernels"] and reps[str(good)]["kernels"][0]["checks"][0]["verdict"] == "proved"
+    assert reps[str(bad)]["exit"] == 4 and str(bad) in reps[str(bad)]["error"] and "died" in reps[str(bad)]["error"]

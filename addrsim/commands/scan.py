@@ -21,6 +21,7 @@ import tempfile
 import zipfile
 import zlib
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -252,6 +253,39 @@ def _scan_one(path, buffers, layouts):
     return dict(rep, cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
 
 
+def _pooled(groups, jobs, init, buffers, layouts, reports, bar) -> List[str]:
+    """Scan ``groups`` (lists of files, one task each) in ``jobs`` worker processes, filling
+    ``reports``; returns the files of the groups whose results never came because a worker
+    died (killed for memory: a 2026-12-06 cold wheel scan lost 77 minutes and every result
+    that way)."""
+    lost: List[str] = []
+    with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker, initargs=init) as ex:
+        futs = {ex.submit(_scan_group, g, buffers, layouts): g for g in groups}
+        for fut in as_completed(futs):
+            try:
+                done = fut.result()
+            except BrokenProcessPool:
+                lost += futs[fut]
+                continue
+            for f, r in done:
+                reports[f] = r
+                if bar:
+                    bar.update(1)
+    return lost
+
+
+def _alone(path, init, buffers, layouts) -> dict:
+    """The report of ``path`` scanned in a worker of its own, after a worker died: a kernel
+    done before reads its report from the query cache; the one that kills this worker too gets
+    an internal error naming it (the scan goes on, and exits 4)."""
+    try:
+        with ProcessPoolExecutor(max_workers=1, initializer=_init_worker, initargs=init) as ex:
+            return ex.submit(_scan_group, [path], buffers, layouts).result()[0][1]
+    except BrokenProcessPool:
+        return {"tool": "addrsim", "version": __version__, "kernels": [], "exit": EXIT_INTERNAL,
+                "error": f"{path}: internal error: the worker process checking it died (killed for memory?)"}
+
+
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),
          bounds=None, budgets: Optional[dict] = None, jobs: int = 1,
          progress: bool = False, arith: str = "bv",
@@ -281,15 +315,12 @@ def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str
         groups: Dict[str, List[str]] = {}
         for f in corpus.files:
             groups.setdefault(corpus.family.get(f, f), []).append(f)
-        with ProcessPoolExecutor(max_workers=jobs, initializer=_init_worker,
-                                 initargs=(list(model_files), bounds, budgets, options)) as ex:
-            futs = [ex.submit(_scan_group, g, buffers, layouts)
-                    for g in sorted(groups.values(), key=len, reverse=True)]
-            for fut in as_completed(futs):
-                for f, r in fut.result():
-                    reports[f] = r
-                    if bar:
-                        bar.update(1)
+        init = (list(model_files), bounds, budgets, options)
+        lost = _pooled(sorted(groups.values(), key=len, reverse=True), jobs, init, buffers, layouts, reports, bar)
+        for f in lost:
+            reports[f] = _alone(f, init, buffers, layouts)
+            if bar:
+                bar.update(1)
     if bar:
         bar.close()
     out = []
