@@ -541,7 +541,7 @@ def test_a_head_group_lemma_holds_only_where_the_domain_implies_it(traits, shown
     pipeline proves it from the domain.  Without the integer ratio it is false, and not stated."""
     from addrsim.prove.check import _shown_from_domain
     prob, group, nk = _gqa_problem(traits)
-    assert _shown_from_domain(X.ult(group, X.extract(nk, 31, 0)), prob) is shown
+    assert _shown_from_domain(X.ult(group, X.extract(nk, 31, 0)), prob, {}) is shown
 
 
 @pytest.mark.slow

@@ -613,21 +613,27 @@ def group_lemmas(ctx: _Ctx, claim: Expr) -> List[Expr]:
         if not (isinstance(n, X.Op) and n.op == "udiv" and isinstance(n.args[0], Sym) and n.args[0].name == head):
             continue
         lemma = X.ult(n, X.extract(nk, n.width - 1, 0) if n.width <= nk.width else X.zext(nk, n.width))
-        d = X.digest(lemma)
-        if d not in memo:
-            memo[d] = _shown_from_domain(lemma, ctx.prob)
-        if memo[d]:
+        if _shown_from_domain(lemma, ctx.prob, memo):
             out.append(lemma)
     return out
 
 
-def _shown_from_domain(lemma: Expr, prob: Problem) -> bool:
+def _shown_from_domain(lemma: Expr, prob: Problem, memo: dict) -> bool:
     """Is ``lemma`` proved from the conjuncts of the domain that read only its symbols (the
     query pipeline, :func:`addrsim.prove.query.solve`, within LEMMA_RU: Z3's bit-vector
-    solver alone leaves the nested divisions undecided after 1 Mru)?"""
+    solver alone leaves the nested divisions undecided after 1 Mru)?  ``memo`` keys the
+    answer by the lemma, those conjuncts and the ranges of its symbols, so a problem with
+    other hypotheses (another layer set) is asked again."""
     names = set(X.symbols(lemma))
-    hyps = [c for c in X.conjuncts(prob.domain) if set(X.symbols(c)) <= names]
-    return solve(hyps, lemma, ranges_of(prob), LEMMA_RU)[0] == "proved"
+    if ("domain", id(prob)) not in memo:        # the problem kept alive with its conjuncts' symbols
+        memo[("domain", id(prob))] = (prob, [(c, set(X.symbols(c))) for c in X.conjuncts(prob.domain)],
+                                      ranges_of(prob))
+    _, conjuncts, ranges = memo[("domain", id(prob))]
+    hyps = [c for c, syms in conjuncts if syms <= names]
+    key = (X.digest(lemma), frozenset(X.digest(c) for c in hyps), tuple(sorted((k, ranges.get(k)) for k in names)))
+    if key not in memo:
+        memo[key] = solve(hyps, lemma, ranges, LEMMA_RU)[0] == "proved"
+    return memo[key]
 
 
 def always_true(c: Expr, memo: dict) -> bool:
