@@ -245,12 +245,16 @@ def _scan_one(path, buffers, layouts):
         rep = verify(path, buffers, layouts, models=w["ms"], bounds=w["bounds"], cache=w["cache"],
                      like=like, require_buffers=False, **w["budgets"], **opts)
     except AddrsimError as e:
-        return {"tool": "addrsim", "version": __version__, "error": str(e), "kernels": [], "exit": e.exit_code}
+        return _failed(e.exit_code, str(e))
     except Exception as e:          # a bug of addrsim on this kernel: the scan goes on, and exits 4
-        return {"tool": "addrsim", "version": __version__, "kernels": [], "exit": EXIT_INTERNAL,
-                "error": f"{path}: internal error: {type(e).__name__}: {e}"}
+        return _failed(EXIT_INTERNAL, f"{path}: internal error: {type(e).__name__}: {e}")
     store_report(w["cache"], key, rep)
     return dict(rep, cache_rejected=rejected, cache_note=getattr(w["cache"], "note", ""))
+
+
+def _failed(code: int, error: str) -> dict:
+    """The report of a kernel that could not be checked: no kernels, ``error``, exit ``code``."""
+    return {"tool": "addrsim", "version": __version__, "error": error, "kernels": [], "exit": code}
 
 
 def _pooled(groups, jobs, init, buffers, layouts, reports, bar) -> List[str]:
@@ -282,8 +286,7 @@ def _alone(path, init, buffers, layouts) -> dict:
         with ProcessPoolExecutor(max_workers=1, initializer=_init_worker, initargs=init) as ex:
             return ex.submit(_scan_group, [path], buffers, layouts).result()[0][1]
     except BrokenProcessPool:
-        return {"tool": "addrsim", "version": __version__, "kernels": [], "exit": EXIT_INTERNAL,
-                "error": f"{path}: internal error: the worker process checking it died (killed for memory?)"}
+        return _failed(EXIT_INTERNAL, f"{path}: internal error: the worker process checking it died (killed for memory?)")
 
 
 def scan(corpus: Corpus, buffers: Optional[Sequence[str]], layouts: Sequence[str], model_files: Sequence[str] = (),

@@ -663,6 +663,9 @@ _CODE_ADDR = re.compile(r"@0x[0-9a-f]+")
 _OPAQUE = re.compile(r"opaque(\d+)")
 
 
+_RENAMED = ("carried", "opaque", "ptr")     # the symbol kinds canonical_names renames
+
+
 def canonical_names(es: Iterable[Expr], rest: Iterable[Expr] = ()) -> Dict[str, str]:
     """Names for the symbols of ``es`` that do not depend on where the code lies: in every
     loop-carried symbol (kind "carried") the loop head's address ``@0x6048`` becomes its rank
@@ -682,9 +685,6 @@ def canonical_names(es: Iterable[Expr], rest: Iterable[Expr] = ()) -> Dict[str, 
     more = {v.name: v for e in rest for v in symbols(e).values() if v.kind in _RENAMED and v.name not in first}
     out.update(_ranked(more.values(), "c"))
     return out
-
-
-_RENAMED = ("carried", "opaque", "ptr")
 
 
 def _ranked(syms, tag: str) -> Dict[str, str]:
