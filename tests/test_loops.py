@@ -159,3 +159,57 @@ def test_a_reference_workgroup_that_skips_the_access_is_read_from_the_formula(mo
     reached.clear()
     none = R._both_workgroups(None, inp, {"batch_id": 1, "head_id": 0}, {"batch_id": 0, "head_id": 0}, 3, t, 1)
     assert isinstance(none, R.ReplayFailure) and none.kind == "not-reached"
+
+
+# ----------------------------------------------------------------------------- many paths
+# examples/lse_loop_branchy.s: fourteen branches that cannot merge put 23 paths on the back
+# edge (529 pairs, past MAX_PAIRS: the loop was "unknown"); every path moves the V# base alike.
+
+@pytest.mark.parametrize("layout", ["bhsd", pytest.param("sbhd", marks=pytest.mark.slow)])
+def test_paths_that_move_the_base_alike_are_proved_as_one(tmp_path, layout):
+    rep = verify(build("lse_loop_branchy", tmp_path), buffers=["lse"], layouts=[layout], model_files=[MODEL],
+                 properties=["address"])
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "proved", c["reason"]
+    assert c["all_iterations"] is True
+
+
+def test_a_path_whose_step_reads_head_id_is_not_merged_with_the_others(tmp_path):
+    """examples/lse_loop_branchy_head_step.s: the paths through the arm that adds 4*head_id
+    reach the back edge apart from the right ones.  Taking every path as the first one's
+    group (a right path) would prove it."""
+    rep = verify(build("lse_loop_branchy_head_step", tmp_path), buffers=["lse"], layouts=["bhsd"],
+                 model_files=[MODEL], properties=["address"])
+    (c,) = rep["kernels"][0]["checks"]
+    assert c["verdict"] == "counterexample", c["reason"]
+    assert c["cause"] == "loop" and "s8@" in c["reason"]
+    x = c["counterexample"]
+    assert x["address"]["extracted"] - x["address"]["expected"] == 4 * x["coords"]["head_id"] != 0
+    assert x["replayed_on"].startswith("this kernel, iteration")
+
+
+def test_paths_are_grouped_by_every_value_the_obligation_reads():
+    """Back-edge states group by all cone registers' values (digests: equal structure, not
+    identity); a group's claim is first tried under no path condition, then each pair's own
+    obligation is built, only when asked."""
+    from types import SimpleNamespace
+    from addrsim.engine import loops as L
+    from addrsim.ir import expr as X
+    from addrsim.ir.expr import Const, Sym
+    s = Sym("s8@0x10", 32, "carried")
+    def state(step, cond):
+        return SimpleNamespace(sgpr={8: X.add(s, Const(step, 32))}, vgpr={}, path=[cond])
+    c = [Sym(f"c{i}", 1, "arg") for i in range(3)]
+    backs = [state(256, c[0]), state(256, c[1]), state(260, c[2])]
+    memo = {}
+    groups = L._groups(backs, lambda b: (X.digest(L._value(b, "s8@0x10"), memo),))
+    assert [len(g) for g in groups] == [2, 1]
+    built = []
+    def one(p, q):
+        built.append((p.path, q.path))
+        return ([*p.path, *q.path], Const(1, 1), "step", 0, None)
+    ob = L._merged(groups[0], groups[0], one)
+    assert ob[0] == [] and built == [([], [])]            # the claim under no path condition
+    assert [o[0] for o in ob[4]()] == [[c[0], c[0]], [c[0], c[1]], [c[1], c[0]], [c[1], c[1]]]
+    assert L._merged(groups[1], groups[1], one)[0] == [c[2], c[2]]      # one pair: its own paths
+    assert L._diagonal_first(groups)[:2] == [(groups[0], groups[0]), (groups[1], groups[1])]

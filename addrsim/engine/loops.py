@@ -32,9 +32,9 @@ register whose step differs.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from itertools import product
-from typing import Callable, Dict, List, Optional, Tuple
+from dataclasses import dataclass
+from itertools import chain, product
+from typing import Callable, Dict, Iterable, Iterator, List, Optional, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.loader.disasm import Instr
@@ -119,15 +119,15 @@ class Induction:
     verdict: str
     reason: str = ""
     loop: Tuple[int, int] = (0, 0)
-    obligations: List[Tuple[List[Expr], Expr, str, int]] = field(default_factory=list)
+    obligations: Iterable[tuple] = ()
 
 
 def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], expected: Expr,
                 env: Dict[str, Expr], first_pcs=frozenset(),
                 ref: Optional[Callable[[Expr], Expr]] = None) -> Induction:
     """The step and access obligations of ``body`` for the buffer at pointer argument
-    ``ptr``: a list of (conditions, 1-bit claim, description, access pc, fallback obligation
-    or None, tried when the first does not hold), all over the
+    ``ptr``: (conditions, 1-bit claim, description, access pc, fallback obligation or None,
+    tried when the first does not hold), built one by one as they are iterated, all over the
     kernel-argument-free symbols (``env`` substitutes the host contract).  ``ref`` reads an
     expression in the reference workgroup (default: ``zero_ids`` substituted; in group mode
     the caller also shifts the sequence-start arrays, addrsim.prove.check.reference).
@@ -153,24 +153,55 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
     copies = _Copies(env, other, ref)
     canon = [X.ult(X.extract(e, 47, 0), Const(CANONICAL, 48)) for lo, hi in pairs
              for e in (_pair(lo, hi), X.substitute(_pair(lo, hi), other))]
-    pairs_pq = list(product(body.backs, body.backs))
-    apairs = [(a, b) for a in accs for b in accs if a.instr.addr == b.instr.addr]
-    if len(pairs_pq) > MAX_PAIRS or len(apairs) > MAX_PAIRS:
-        return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {len(pairs_pq)} back-edge path pairs and "
-                                   f"{len(apairs)} access pairs, more than the {MAX_PAIRS} checked: obligations cut",
-                         loop)
-    out = _steps(pairs_pq, cone, pairs, syms, delta, canon, copies)
-    for a, b in apairs:
-        conds = defs + canon + [copies.p(c) for c in a.path] + [copies.p(a.active)] + [copies.q(c) for c in b.path] \
-            + [copies.q(b.active)]
-        direct = (conds, X.eq(copies.p(a.address), X.add(copies.q(b.address), expected)),
-                  f"access at {a.instr.addr:#x}", a.instr.addr)
+    memo: dict = {}
+    regs = [syms[r] for r in sorted(cone)]
+    backs = _groups(body.backs, lambda b: tuple(X.digest(_value(b, r), memo) for r in regs))
+    accs_pc = [_groups(g, lambda a: (X.digest(a.address, memo), X.digest(a.active, memo))) for g in _by_pc(accs)]
+    n_steps, n_accs = len(backs) ** 2, sum(len(g) ** 2 for g in accs_pc)
+    if n_steps > MAX_PAIRS or n_accs > MAX_PAIRS:
+        return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {n_steps} pairs of back-edge paths and "
+                                   f"{n_accs} pairs of accesses (paths that compute the same values taken as "
+                                   f"one), more than the {MAX_PAIRS} checked: obligations cut", loop)
+    st = _State(body, cone, pairs, syms, delta, defs, canon, copies, env, zero_ids, ref)
+    # built as they are asked: the first that does not hold ends the check
+    return Induction("built", "", loop, chain(_steps(st, backs), _accesses(st, accs_pc, expected, first_pcs)))
+
+
+@dataclass
+class _State:
+    """What every obligation of one loop induction reads (:func:`obligations`)."""
+
+    body: Body
+    cone: set
+    pairs: list
+    syms: Dict[str, str]
+    delta: dict
+    defs: List[Expr]
+    canon: List[Expr]
+    copies: "_Copies"
+    env: Dict[str, Expr]
+    zero_ids: Dict[str, Expr]
+    ref: Callable[[Expr], Expr]
+
+
+def _accesses(st: _State, accs_pc, expected: Expr, first_pcs) -> Iterator[tuple]:
+    """The access obligations, for every pair of paths to each access of the buffer
+    (``accs_pc``: per instruction, groups of paths with the same address and EXEC bit)."""
+    cp = st.copies
+
+    def one(a, b):
+        conds = st.defs + st.canon + [cp.p(c) for c in a.path] + [cp.p(a.active)] \
+            + [cp.q(c) for c in b.path] + [cp.q(b.active)]
+        direct = (conds, X.eq(cp.p(a.address), X.add(cp.q(b.address), expected)),
+                  f"access at {a.instr.addr:#x}", a.instr.addr, None)
         if a.instr.addr in first_pcs:
             # the cheap translation obligation first, the direct one if it does not hold
-            out.append(_translation(a, b, cone, pairs, syms, body, env, zero_ids, delta, ref) + (direct,))
-        else:
-            out.append(direct + (None,))
-    return Induction("built", "", loop, out)
+            return _translation(a, b, st.cone, st.pairs, st.syms, st.body, st.env, st.zero_ids, st.delta,
+                                st.ref) + (direct,)
+        return direct
+    for groups in accs_pc:
+        for ga, gb in _diagonal_first(groups):
+            yield _merged(ga, gb, one)
 
 
 def _pair(lo: str, hi: str) -> Expr:
@@ -284,25 +315,87 @@ def _copies(body: Body, cone, pairs, syms, env, zero_ids, ref):
     return delta, other, defs
 
 
-def _steps(pairs_pq, cone, pairs, syms, delta, canon, copies: _Copies):
-    """The step claims, for every pair of back-edge paths: each carried register (or 64-bit
+def _steps(st: _State, backs) -> Iterator[tuple]:
+    """The step claims, for every pair of back-edge paths (``backs``: groups of paths whose
+    cone registers hold the same values, :func:`_groups`): each carried register (or 64-bit
     pair) moves by the same amount in both copies.  They hold for any difference D (no
-    definition needed): linear, fast.  ``canon``: a 64-bit pair's low 48 bits (a V# or global
-    base) stay in the canonical user address range [0, 2**47) in both copies."""
-    paired = {x for pr in pairs for x in pr}
-    out: List[tuple] = []
-    for p, q in pairs_pq:
-        conds = canon + [copies.p(c) for c in p.path] + [copies.q(c) for c in q.path]
-        for r in sorted(cone - paired):
-            out.append((conds, X.eq(copies.p(_value(p, syms[r])), X.add(copies.q(_value(q, syms[r])), delta[r])),
-                        f"step of {syms[r]}", 0, None))
-        for lo, hi in pairs:
-            vp = copies.p(X.concat(_value(p, syms[hi]), _value(p, syms[lo])))
-            vq = copies.q(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))
-            # the carries of s_add_u32/s_addc_u32 folded: the step is then a 64-bit sum
-            out.append((conds, X.fold_carries(X.eq(vp, X.add(vq, delta[(lo, hi)]))),
-                        f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None))
-    return out
+    definition needed): linear, fast.  ``st.canon``: a 64-bit pair's low 48 bits (a V# or
+    global base) stay in the canonical user address range [0, 2**47) in both copies."""
+    cp, syms, delta = st.copies, st.syms, st.delta
+    paired = {x for pr in st.pairs for x in pr}
+
+    def reg(p, q, r):
+        return (st.canon + [cp.p(c) for c in p.path] + [cp.q(c) for c in q.path],
+                X.eq(cp.p(_value(p, syms[r])), X.add(cp.q(_value(q, syms[r])), delta[r])), f"step of {syms[r]}", 0, None)
+
+    def pair(p, q, lo, hi):
+        vp = cp.p(X.concat(_value(p, syms[hi]), _value(p, syms[lo])))
+        vq = cp.q(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))
+        # the carries of s_add_u32/s_addc_u32 folded: the step is then a 64-bit sum
+        return (st.canon + [cp.p(c) for c in p.path] + [cp.q(c) for c in q.path],
+                X.fold_carries(X.eq(vp, X.add(vq, delta[(lo, hi)]))),
+                f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None)
+    for gp, gq in _diagonal_first(backs):
+        for r in sorted(st.cone - paired):
+            yield _merged(gp, gq, lambda p, q, r=r: reg(p, q, r))
+        for lo, hi in st.pairs:
+            yield _merged(gp, gq, lambda p, q, lo=lo, hi=hi: pair(p, q, lo, hi))
+
+
+def _diagonal_first(groups: list):
+    """Every ordered pair of ``groups``, the pairs of a group with itself first: both
+    workgroups take the same branches where the branches read only what they share (the
+    loop counter, the shape), so a wrong step shows there, and a pair of two groups is
+    often infeasible, proved only after its paths' pairs are."""
+    return [(g, g) for g in groups] + [(g, h) for g, h in product(groups, groups) if g is not h]
+
+
+def _by_pc(accs) -> List[list]:
+    """The accesses of each instruction, in first-seen order."""
+    out: Dict[int, list] = {}
+    for a in accs:
+        out.setdefault(a.instr.addr, []).append(a)
+    return list(out.values())
+
+
+def _groups(items, key) -> List[list]:
+    """``items`` (back-edge states or accesses of one instruction) grouped by ``key`` (a
+    digest of the values an obligation reads; Exprs compare by identity), first-seen order."""
+    out: Dict[object, list] = {}
+    for it in items:
+        out.setdefault(key(it), []).append(it)
+    return list(out.values())
+
+
+def _merged(gp: list, gq: list, one) -> tuple:
+    """The obligation for every pair (p, q) of ``gp`` x ``gq`` (``one(p, q)``: a pair's own,
+    under both paths' conditions).  Where the groups hold more than one pair, their claims
+    are the same (each group computes the same values) and differ only in the paths: the
+    claim under no path condition is tried first (it holds for every pair when it holds),
+    then, if it does not hold, each pair's own obligation, built only then (a callable that
+    yields them: every one must hold, addrsim.prove.check)."""
+    if len(gp) == 1 and len(gq) == 1:
+        return one(gp[0], gq[0])
+    pathless = one(_no_path(gp[0]), _no_path(gq[0]))
+    return _then(pathless, lambda: (one(p, q) for p in gp for q in gq))
+
+
+def _no_path(m):
+    """A back-edge state or an access (a frozen dataclass) with its path condition dropped."""
+    from copy import copy
+    from dataclasses import is_dataclass, replace
+    if is_dataclass(m):
+        return replace(m, path=())
+    c = copy(m)          # shallow: only the path is replaced, nothing is written in place
+    c.path = []
+    return c
+
+
+def _then(ob: tuple, fallback) -> tuple:
+    """``ob`` with ``fallback`` tried after the last obligation of its chain."""
+    if ob[4] is None:
+        return ob[:4] + (fallback,)
+    return ob[:4] + (_then(ob[4], fallback),)
 
 
 def _value(m, reg: str) -> Optional[Expr]:

@@ -906,7 +906,8 @@ def _loop_check(ctx: _Ctx, env, expected, zero_ids):
 
 
 def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
-    """Decide one loop obligation (and its fallbacks, ``ob[4]``): None when proved, else
+    """Decide one loop obligation (and its fallbacks, ``ob[4]``: an obligation tried when it
+    does not hold, or a callable yielding obligations that must all hold): None when proved, else
     (verdict, reason, Counterexample or None)."""
     ranges = ranges_of(ctx.prob)
     v, model, why, what, pc = None, None, "", ob[2], ob[3]
@@ -934,6 +935,9 @@ def _loop_obligation(ctx: _Ctx, ob, head, end, ptr_accs, expected):
                                      f"loop {head:#x}-{end:#x} was proved", None)
         v, model, why = last[0]
         ob = ob[4] if v != "proved" and len(ob) > 4 else None
+        if callable(ob):      # yields obligations that must all hold (addrsim.engine.loops._merged)
+            return next((out for each in ob() if (out := _loop_obligation(ctx, each, head, end, ptr_accs, expected))
+                         is not None), None)
     if v == "proved":
         return None
     if v == "unknown":
