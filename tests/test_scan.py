@@ -163,3 +163,24 @@ def test_a_worker_that_dies_costs_its_kernel_not_the_scan(tmp_path, monkeypatch)
     reps = dict(zip(corpus.files, S.scan(corpus, ["lse"], ["bhsd"], [MODEL], jobs=2)))
     assert reps[str(good)]["kernels"] and reps[str(good)]["kernels"][0]["checks"][0]["verdict"] == "proved"
     assert reps[str(bad)]["exit"] == 4 and str(bad) in reps[str(bad)]["error"] and "died" in reps[str(bad)]["error"]
+
+
+def test_a_warm_wheel_scan_reads_each_report_back(tmp_path):
+    """A wheel's members are extracted to a fresh temporary folder each run; the key of a
+    kernel's stored report names the member (WHEEL!member), not that folder, so a second scan
+    of the same wheel reads every report back without exploring (before 2026-12-06 the
+    folder was in the key: a warm scan of the whole wheel explored and checked again)."""
+    from test_examples import MODEL, build
+    co = build("lsed_three_paths", tmp_path)
+    whl = tmp_path / "amd_aiter-0-py3-none-any.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.write(co, "aiter_meta/hsa/gfx942/fmha_v3_bwd/" + co.name)
+    runs = []
+    for n in range(2):
+        p = scan(whl, "--model", MODEL, "--buffer", "lse", "--layout", "bhsd", "--cache-dir", tmp_path / "cache",
+                 "--json", tmp_path / f"r{n}.json")
+        assert p.returncode in (0, 1), p.stdout + p.stderr
+        runs.append(json.loads((tmp_path / f"r{n}.json").read_text())["kernels"])
+    assert [k.get("cached", False) for k in runs[0]] == [False]
+    assert [k.get("cached", False) for k in runs[1]] == [True]
+    assert runs[1][0]["checks"][0]["verdict"] == runs[0][0]["checks"][0]["verdict"] == "proved"

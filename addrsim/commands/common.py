@@ -273,10 +273,12 @@ def report_key(path, like, buffers, layouts, ms, bounds, budgets, opts, label=No
     h = hashlib.blake2b(b"report 2", digest_size=20)
     h.update(str(label if label is not None else path).encode())
     try:
-        for f in [path, like] + list(ms.files):
+        for n, f in enumerate([path, like] + list(ms.files)):
             if f and not Path(f).is_file():      # a FIFO or a device: never read here (it may block)
                 return None
-            h.update(b"\0" + str(f).encode() + b"\0" + (Path(f).read_bytes() if f else b"-"))
+            # the code object by its bytes alone: ``label`` names it (a wheel member's extracted
+            # path changes every run, and with it every key: a warm wheel scan explored again)
+            h.update(b"\0" + (str(f).encode() if n else b"") + b"\0" + (Path(f).read_bytes() if f else b"-"))
         for f in evidence_files(path, like, ms):
             h.update(b"\0" + f.name.encode() + b"\0" + (f.read_bytes() if f.is_file() else b"absent"))
         h.update(repr(find_objdump()).encode())
