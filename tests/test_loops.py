@@ -208,8 +208,14 @@ def test_paths_are_grouped_by_every_value_the_obligation_reads():
     def one(p, q):
         built.append((p.path, q.path))
         return ([*p.path, *q.path], Const(1, 1), "step", 0, None)
-    ob = L._merged(groups[0], groups[0], one)
+    every = lambda p, q: True                              # noqa: E731
+    ob = L._merged(groups[0], groups[0], one, every)
     assert ob[0] == [] and built == [([], [])]            # the claim under no path condition
     assert [o[0] for o in ob[4]()] == [[c[0], c[0]], [c[0], c[1]], [c[1], c[0]], [c[1], c[1]]]
-    assert L._merged(groups[1], groups[1], one)[0] == [c[2], c[2]]      # one pair: its own paths
+    assert L._merged(groups[1], groups[1], one, every)[0] == [c[2], c[2]]      # one pair: its own paths
+    # after the claim under no path condition, pairs whose paths cannot hold together are left
+    # out; a single such pair gives no obligation
+    same = lambda p, q: p is q                             # noqa: E731
+    assert [o[0] for o in L._merged(groups[0], groups[0], one, same)[4]()] == [[c[0], c[0]], [c[1], c[1]]]
+    assert L._merged(groups[1], [backs[0]], one, same) is None
     assert L._diagonal_first(groups)[:2] == [(groups[0], groups[0]), (groups[1], groups[1])]

@@ -162,7 +162,7 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
         return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {n_steps} pairs of back-edge paths and "
                                    f"{n_accs} pairs of accesses (paths that compute the same values taken as "
                                    f"one), more than the {MAX_PAIRS} checked: obligations cut", loop)
-    st = _State(body, cone, pairs, syms, delta, defs, canon, copies, env, zero_ids, ref)
+    st = _State(body, cone, pairs, syms, delta, defs, canon, copies, env, zero_ids, ref, _reachable(copies))
     # built as they are asked: the first that does not hold ends the check
     return Induction("built", "", loop, chain(_steps(st, backs), _accesses(st, accs_pc, expected, first_pcs)))
 
@@ -182,6 +182,7 @@ class _State:
     env: Dict[str, Expr]
     zero_ids: Dict[str, Expr]
     ref: Callable[[Expr], Expr]
+    reach: Callable = None      # (p, q) -> may both paths hold together (:func:`_reachable`)
 
 
 def _accesses(st: _State, accs_pc, expected: Expr, first_pcs) -> Iterator[tuple]:
@@ -201,7 +202,9 @@ def _accesses(st: _State, accs_pc, expected: Expr, first_pcs) -> Iterator[tuple]
         return direct
     for groups in accs_pc:
         for ga, gb in _diagonal_first(groups):
-            yield _merged(ga, gb, one)
+            ob = _merged(ga, gb, one, st.reach)
+            if ob is not None:
+                yield ob
 
 
 def _pair(lo: str, hi: str) -> Expr:
@@ -337,9 +340,13 @@ def _steps(st: _State, backs) -> Iterator[tuple]:
                 f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None)
     for gp, gq in _diagonal_first(backs):
         for r in sorted(st.cone - paired):
-            yield _merged(gp, gq, lambda p, q, r=r: reg(p, q, r))
+            ob = _merged(gp, gq, lambda p, q, r=r: reg(p, q, r), st.reach)
+            if ob is not None:
+                yield ob
         for lo, hi in st.pairs:
-            yield _merged(gp, gq, lambda p, q, lo=lo, hi=hi: pair(p, q, lo, hi))
+            ob = _merged(gp, gq, lambda p, q, lo=lo, hi=hi: pair(p, q, lo, hi), st.reach)
+            if ob is not None:
+                yield ob
 
 
 def _diagonal_first(groups: list):
@@ -367,17 +374,41 @@ def _groups(items, key) -> List[list]:
     return list(out.values())
 
 
-def _merged(gp: list, gq: list, one) -> tuple:
+def _merged(gp: list, gq: list, one, reach) -> Optional[tuple]:
     """The obligation for every pair (p, q) of ``gp`` x ``gq`` (``one(p, q)``: a pair's own,
-    under both paths' conditions).  Where the groups hold more than one pair, their claims
-    are the same (each group computes the same values) and differ only in the paths: the
-    claim under no path condition is tried first (it holds for every pair when it holds),
-    then, if it does not hold, each pair's own obligation, built only then (a callable that
-    yields them: every one must hold, addrsim.prove.check)."""
+    under both paths' conditions).  Where the groups hold more than one pair, their claims are
+    the same (each group computes the same values) and differ only in the paths: the claim
+    under no path condition is tried first (it holds for every pair when it holds), then, if
+    it does not hold, the own obligation of each pair whose paths may hold together
+    (``reach``), built only then (a callable that yields them: every one must hold,
+    addrsim.prove.check).  A single pair whose paths cannot hold together: None (it holds
+    vacuously)."""
     if len(gp) == 1 and len(gq) == 1:
-        return one(gp[0], gq[0])
+        return one(gp[0], gq[0]) if reach(gp[0], gq[0]) else None
     pathless = one(_no_path(gp[0]), _no_path(gq[0]))
-    return _then(pathless, lambda: (one(p, q) for p in gp for q in gq))
+    return _then(pathless, lambda: (one(p, q) for p in gp for q in gq if reach(p, q)))
+
+
+def _reachable(copies: "_Copies"):
+    """(p, q) -> False only when the path conditions of ``p`` in this workgroup's copy and of
+    ``q`` in the reference copy (back-edge states or accesses, with their EXEC bits) are shown
+    unsatisfiable together (bit-vectors, addrsim.engine.explore.feasible: FEASIBLE_RU units,
+    undecided counts as satisfiable).  The pairs of a group of paths with another are mostly
+    such: both workgroups take the same branches where the branches read only what they
+    share (the loop counter, the shape).  Memoised per pair."""
+    from addrsim.backends.z3_run import Isolated
+    from addrsim.engine.explore import feasible
+    solver, memo, vs, seen = Isolated(), {}, {}, {}
+
+    def reach(p, q) -> bool:
+        key = (id(p), id(q))
+        if key not in seen:
+            conds = [copies.p(c) for c in p.path] + [copies.q(c) for c in q.path]
+            if hasattr(p, "active"):
+                conds += [copies.p(p.active), copies.q(q.active)]
+            seen[key] = feasible(solver, conds, memo, vs)
+        return seen[key]
+    return reach
 
 
 def _no_path(m):
