@@ -57,6 +57,8 @@ def main():
                            "arith": "bv", "deterministic": True,
                            "properties": ["address"], "memory": "the architecture's (192 GiB gfx942, 288 GiB gfx950)"},
               "ci": old.get("ci", []),
+              # one kernel per (architecture, family): the selection pinned before the whole wheel was
+              "families": old.get("families") or sorted(old.get("kernels", {})),
               "kernels": dict(sorted(out.items(), key=lambda kv: (kv[1]["family"], kv[0])))}
     Path(dst).write_text(json.dumps(pinned, indent=1) + "\n")
     print(f"{len(out)} kernels pinned to {dst}")

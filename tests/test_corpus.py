@@ -7,11 +7,14 @@ bhsd/bshd counterexamples are the kernels' 32-bit multiplies at tensors past 4 G
 u32 casts are host limits, not counterexamples); the SBHD LSE/D shortcut of the no-pad kernels
 is a kernel bug, latent under the wheel's host, which routes SBHD there only when batch == 1.
 
-The pinned data holds one kernel per (architecture, kernel family), 24 in all, every one
-pinned from one 24-kernel scan under deterministic budgets (issue 14, session 7: 42 minutes
-with --jobs 2).  CI rescans a short list of them (PINNED["ci"]: they cover the argument
-structs, and the hd192 and sliding-window families); ADDRSIM_CORPUS=pinned rescans all of
-them (about 75 minutes on one core).  Since issue 14 solver budgets are
+The pinned data holds every kernel of the wheel, 215, pinned from one cold scan of the whole
+wheel under deterministic budgets (2026-12-06, 87 minutes with --jobs 2 on 2 cores;
+benchmarks/results/speed_2026-12-06c.txt), the 44 kernels whose loop checks that scan left
+"unknown" (more than 256 pairs of paths) from a scan of them with the loop induction that
+groups paths.  CI rescans a short list (PINNED["ci"]: they cover the argument structs, and
+the hd192 and sliding-window families); ADDRSIM_CORPUS=families rescans one kernel per
+(architecture, kernel family), 24 (about 40 minutes with one core), and ADDRSIM_CORPUS=pinned
+all 215 (about 2.7 hours on one core).  Since issue 14 solver budgets are
 resource units and every query runs in a Z3 context of its own, so a verdict, "unknown"
 included, does not depend on the machine, its load or what ran before: data pinned with
 ``"deterministic": true`` settings fails on any change.  (Older data, pinned with wall-clock
@@ -34,12 +37,15 @@ PINNED = json.loads(DATA.read_text()) if DATA.exists() else {"kernels": {}, "set
 
 def _selection():
     """ADDRSIM_CORPUS=ci (default): the short list PINNED["ci"] (fast kernels covering the
-    argument structs); =pinned: every pinned kernel; =off: none."""
+    argument structs); =families: one kernel per (architecture, kernel family), PINNED["families"];
+    =pinned: every pinned kernel (the whole wheel); =off: none."""
     mode = os.environ.get("ADDRSIM_CORPUS", "ci")
     if mode == "off":
         return []
     if mode == "pinned":
         return sorted(PINNED["kernels"])
+    if mode == "families":
+        return list(PINNED.get("families", []))
     return list(PINNED.get("ci", []))
 
 
