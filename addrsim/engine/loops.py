@@ -381,10 +381,12 @@ def _merged(gp: list, gq: list, one, reach) -> Optional[tuple]:
     under no path condition is tried first (it holds for every pair when it holds), then, if
     it does not hold, the own obligation of each pair whose paths may hold together
     (``reach``), built only then (a callable that yields them: every one must hold,
-    addrsim.prove.check).  A single pair whose paths cannot hold together: None (it holds
-    vacuously)."""
+    addrsim.prove.check).  None when no pair's paths may hold together (it holds vacuously:
+    two groups of paths through different branches on what both workgroups share)."""
+    if not any(reach(p, q) for p in gp for q in gq):
+        return None           # no two of these paths hold together: it holds vacuously
     if len(gp) == 1 and len(gq) == 1:
-        return one(gp[0], gq[0]) if reach(gp[0], gq[0]) else None
+        return one(gp[0], gq[0])
     pathless = one(_no_path(gp[0]), _no_path(gq[0]))
     return _then(pathless, lambda: (one(p, q) for p in gp for q in gq if reach(p, q)))
 
