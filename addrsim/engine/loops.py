@@ -156,7 +156,7 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
     memo: dict = {}
     regs = [syms[r] for r in sorted(cone)]
     backs = _groups(body.backs, lambda b: tuple(X.digest(_value(b, r), memo) for r in regs))
-    accs_pc = [_groups(g, lambda a: (X.digest(a.address, memo), X.digest(a.active, memo))) for g in _by_pc(accs)]
+    accs_pc = [_groups(g, lambda a: (X.digest(a.address, memo), X.digest(a.active, memo))) for g in _groups(accs, lambda a: a.instr.addr)]
     n_steps, n_accs = len(backs) ** 2, sum(len(g) ** 2 for g in accs_pc)
     if n_steps > MAX_PAIRS or n_accs > MAX_PAIRS:
         return Induction("capped", f"loop {body.head:#x}-{body.end:#x}: {n_steps} pairs of back-edge paths and "
@@ -182,7 +182,7 @@ class _State:
     env: Dict[str, Expr]
     zero_ids: Dict[str, Expr]
     ref: Callable[[Expr], Expr]
-    reach: Callable = None      # (p, q) -> may both paths hold together (:func:`_reachable`)
+    reach: Callable             # (p, q) -> may both paths hold together (:func:`_reachable`)
 
 
 def _accesses(st: _State, accs_pc, expected: Expr, first_pcs) -> Iterator[tuple]:
@@ -191,9 +191,7 @@ def _accesses(st: _State, accs_pc, expected: Expr, first_pcs) -> Iterator[tuple]
     cp = st.copies
 
     def one(a, b):
-        conds = st.defs + st.canon + [cp.p(c) for c in a.path] + [cp.p(a.active)] \
-            + [cp.q(c) for c in b.path] + [cp.q(b.active)]
-        direct = (conds, X.eq(cp.p(a.address), X.add(cp.q(b.address), expected)),
+        direct = (st.defs + st.canon + cp.paths(a, b), X.eq(cp.p(a.address), X.add(cp.q(b.address), expected)),
                   f"access at {a.instr.addr:#x}", a.instr.addr, None)
         if a.instr.addr in first_pcs:
             # the cheap translation obligation first, the direct one if it does not hold
@@ -225,6 +223,12 @@ class _Copies:
 
     def q(self, e: Expr) -> Expr:
         return X.substitute(self.ref(X.substitute(e, self.env)), self.other)
+
+    def paths(self, p, q) -> List[Expr]:
+        """The path conditions of ``p`` in this copy and of ``q`` in the reference copy (two
+        back-edge states, or two accesses, then with their EXEC bits)."""
+        out = [self.p(c) for c in p.path] + ([self.p(p.active)] if hasattr(p, "active") else [])
+        return out + [self.q(c) for c in q.path] + ([self.q(q.active)] if hasattr(q, "active") else [])
 
 
 def _cone(body: Body, accs, syms):
@@ -328,14 +332,14 @@ def _steps(st: _State, backs) -> Iterator[tuple]:
     paired = {x for pr in st.pairs for x in pr}
 
     def reg(p, q, r):
-        return (st.canon + [cp.p(c) for c in p.path] + [cp.q(c) for c in q.path],
+        return (st.canon + cp.paths(p, q),
                 X.eq(cp.p(_value(p, syms[r])), X.add(cp.q(_value(q, syms[r])), delta[r])), f"step of {syms[r]}", 0, None)
 
     def pair(p, q, lo, hi):
         vp = cp.p(X.concat(_value(p, syms[hi]), _value(p, syms[lo])))
         vq = cp.q(X.concat(_value(q, syms[hi]), _value(q, syms[lo])))
         # the carries of s_add_u32/s_addc_u32 folded: the step is then a 64-bit sum
-        return (st.canon + [cp.p(c) for c in p.path] + [cp.q(c) for c in q.path],
+        return (st.canon + cp.paths(p, q),
                 X.fold_carries(X.eq(vp, X.add(vq, delta[(lo, hi)]))),
                 f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None)
     for gp, gq in _diagonal_first(backs):
@@ -357,17 +361,9 @@ def _diagonal_first(groups: list):
     return [(g, g) for g in groups] + [(g, h) for g, h in product(groups, groups) if g is not h]
 
 
-def _by_pc(accs) -> List[list]:
-    """The accesses of each instruction, in first-seen order."""
-    out: Dict[int, list] = {}
-    for a in accs:
-        out.setdefault(a.instr.addr, []).append(a)
-    return list(out.values())
-
-
 def _groups(items, key) -> List[list]:
-    """``items`` (back-edge states or accesses of one instruction) grouped by ``key`` (a
-    digest of the values an obligation reads; Exprs compare by identity), first-seen order."""
+    """``items`` (back-edge states or accesses) grouped by ``key`` (an instruction address, or a
+    digest of the values an obligation reads: Exprs compare by identity), first-seen order."""
     out: Dict[object, list] = {}
     for it in items:
         out.setdefault(key(it), []).append(it)
@@ -405,10 +401,7 @@ def _reachable(copies: "_Copies"):
     def reach(p, q) -> bool:
         key = (id(p), id(q))
         if key not in seen:
-            conds = [copies.p(c) for c in p.path] + [copies.q(c) for c in q.path]
-            if hasattr(p, "active"):
-                conds += [copies.p(p.active), copies.q(q.active)]
-            seen[key] = feasible(solver, conds, memo, vs)
+            seen[key] = feasible(solver, copies.paths(p, q), memo, vs)
         return seen[key]
     return reach
 
