@@ -71,8 +71,10 @@ def test_pinned_verdicts(name, corpus):
     assert not changed, f"{name}: pinned -> now: {changed}"
     causes = {f"{c['buffer']}/{c['layout']}": c.get("cause") for c in rep["kernels"][0]["checks"]}
     want_c = PINNED["kernels"][name].get("causes", {})
+    # "unclassified" on either side is no claim: a cause decided since (the normal-form
+    # classification) refines a pinned one, and one left undecided contradicts none
     moved = {k: (v, causes[k]) for k, v in want_c.items() if got.get(k) == "counterexample"
-             and causes[k] not in (v, "unclassified")}
+             and causes[k] not in (v, "unclassified") and v != "unclassified"}
     assert not moved, f"{name}: counterexample causes changed (pinned -> now): {moved}"
     latent = sorted(f"{c['buffer']}/{c['layout']}" for c in rep["kernels"][0]["checks"]
                     if c["verdict"] == "counterexample" and (c.get("routing") or {}).get("reachable") is False)

@@ -556,3 +556,91 @@ def test_k_bhsd_of_a_gqa_kernel_is_minimal_with_the_head_group_lemma(corpus):
     cx = c["counterexample"]
     assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
     assert [cx["shape"][v] for v in ("batch", "nhead_q", "nhead_k")] == [2, 9, 9]
+
+
+NAMES = {"batch": "batch_id", "head": "head_id", "tile": "tile", "lane": "tid_x", "arrays": None}
+
+
+def _eval_query(claim, conds, ranges):
+    return Query(conds + [X.ult(X.zext(BID, 64), B), X.ult(X.zext(HID, 64), H)], claim, ranges, 10 ** 7)
+
+
+def test_the_evaluation_floor_steps_over_values_the_traits_reject():
+    """4096*nhead_q*seqlen_q in 32 bits with seqlen_q a multiple of 64 (a kernel trait): at
+    nhead_q 3 the least failing seqlen_q is 349568 (2**20/3 rounded up to 64).  Bisection by
+    evaluation asks mostly values that are no multiple of 64; each such value is tried
+    rounded up to the traits' grains too, so "does not fit" is not read as "does not fail"
+    and the floor is exactly that least value, with no solver call.  (From 1009216, the
+    failing seqlen of the pddv dK BSHD check, plain bisection stayed there.)"""
+    from addrsim.prove.query import _eval_floor
+    claim = _u32_wrap(4096, H, S)
+    conds = [X.eq(X.urem(S, Const(64, 64)), Const(0, 64))]
+    ranges = dict(_ranges(1 << 20), nhead_q=(3, 3), tid_x=(0, 0))
+    q = _eval_query(claim, conds, ranges)
+    start = {"batch": 1, "nhead_q": 3, "seqlen_q": 1009216, "batch_id": 0, "head_id": 2, "tile": 0, "tid_x": 0}
+    assert violates(q.conds, claim, start)
+    got = _eval_floor(q, start, "seqlen_q", 1, NAMES)
+    assert got["seqlen_q"] == 349568 and violates(q.conds, claim, got) and q.used == 0
+    assert not violates(q.conds, claim, dict(got, seqlen_q=349568 - 64))
+
+
+def test_a_smaller_nhead_q_raises_a_padded_head_dimension():
+    """2*nhead_q*hdim_q*seqlen_q in 32 bits, seqlen_q 2**20, hdim_q in [72, 120], a multiple of
+    8 and equal to hdim_v (a pddv kernel's traits): nhead_q 18 fails at hdim 120, not at 72
+    (29 there).  From a failure at nhead_q 64, hdim 72, the evaluation floor raises hdim_q
+    (hdim_v following it) and finds 18."""
+    from addrsim.prove.query import _eval_floor
+    D, DV = Sym("hdim_q", 64, "shape"), Sym("hdim_v", 64, "shape")
+    claim = _u32_wrap(2, H, D, S)
+    conds = [X.eq(X.urem(D, Const(8, 64)), Const(0, 64)), X.eq(D, DV),
+             X.ule(Const(72, 64), D), X.ule(D, Const(120, 64))]
+    ranges = dict(_ranges(1 << 20), seqlen_q=(1 << 20, 1 << 20), hdim_q=(72, 120), hdim_v=(72, 120), tid_x=(0, 0))
+    q = _eval_query(claim, conds, ranges)
+    start = {"batch": 1, "nhead_q": 64, "seqlen_q": 1 << 20, "hdim_q": 72, "hdim_v": 72, "batch_id": 0,
+             "head_id": 63, "tile": 0, "tid_x": 0}
+    assert violates(q.conds, claim, start)
+    got = _eval_floor(q, start, "nhead_q", 1, NAMES)
+    assert (got["nhead_q"], got["hdim_q"], got["hdim_v"]) == (18, 120, 120) and violates(q.conds, claim, got)
+
+
+def _straddle_claim():
+    """A relative tile offset: the 32-bit sum tile*T + head_id*256 against tile*T (32 bits)
+    plus head_id*256 (exact), T = 2**26 - 64, tiles below 101.  Only tile 64, whose offset is
+    2**32 - 4096, straddles 2**32 (for head_id >= 16): the last tile's offset has wrapped
+    for every head alike, and breaks nothing."""
+    TT = Sym("tile", 32, "id")
+    row = X.mul(TT, Const((1 << 26) - 64, 32))
+    lane = X.mul(LANE, Const(4, 32))
+    lhs = X.zext(X.add(X.add(row, X.mul(HID, Const(256, 32))), lane), 64)
+    rhs = X.add(X.zext(X.add(row, lane), 64), X.mul(X.zext(HID, 64), Const(256, 64)))
+    conds = [X.ult(TT, Const(101, 32)), X.ult(LANE, Const(1, 32)), X.ult(X.zext(HID, 64), H)]
+    return conds, X.eq(lhs, rhs)
+
+
+def test_the_tile_that_straddles_2_to_the_32_is_found_where_the_last_tile_breaks_nothing():
+    from addrsim.prove.probe import crossing_at
+    conds, claim = _straddle_claim()
+    point = {"nhead_q": 32, "head_id": 31, "tile": 100, "tid_x": 0}
+    assert not violates(conds, claim, point)
+    wraps = [n for n in X.walk(claim) if isinstance(n, X.Op) and n.op in ("add", "mul") and n.width == 32]
+    m = crossing_at(conds, claim, wraps, point, NAMES, 100, 0)
+    assert m is not None and m["tile"] == 64 and violates(conds, claim, m)
+    assert crossing_at(conds, claim, wraps, dict(point, nhead_q=8, head_id=7), NAMES, 100, 0) is None
+
+
+@pytest.mark.slow
+def test_a_pddv_dk_wrap_is_an_overflow_at_the_least_head_count(corpus):
+    """gfx942 bwd_hd128_bf16_a16_rtna_pddv, dK BSHD, address: the integer reading of the claim
+    (floors of hdim_q*(...)/2 with hdim_q a multiple of 8) is left undecided by the integer
+    solver within its budget, so the counterexample was "unclassified", at nhead_q 25.  Its
+    normal forms agree once the 32-bit sites may not wrap: an overflow, at the VGPR sum
+    0x2cd0.  With batch_id bounded by a batch of 1 before encoding, boxes of nhead_q up to 18
+    hold no wrap without a solver call, and 19 is the least failing head count (the
+    minimisation's later variables, a thin band of seqlen_q, stay unproven)."""
+    from addrsim.api import verify
+    co = corpus / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_bf16_a16_rtna_pddv.co"
+    c = verify(co, buffers=["dk"], layouts=["bshd"], properties=["address"])["kernels"][0]["checks"][0]
+    cx = c["counterexample"]
+    assert c["verdict"] == "counterexample" and c["cause"] == "overflow"
+    assert c["overflow"] and c["overflow"][0]["pc"] == 0x2cd0
+    assert [cx["shape"][v] for v in ("batch", "nhead_q")] == [1, 19]

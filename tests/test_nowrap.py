@@ -580,3 +580,22 @@ def test_array_facts_built_once_per_check_are_those_built_afresh():
     for q in queries:
         assert digests(array_facts(q, prob, memo)) == digests(array_facts(q, prob))
     assert len(array_facts(queries[2], prob)) > len(array_facts(queries[0], prob))
+
+
+@pytest.mark.parametrize("batch_hi,wraps", [(1, False), (3, True)])
+def test_a_batch_of_one_leaves_the_batch_offset_no_room_to_wrap(batch_hi, wraps):
+    """``batch_id*(nhead_q*seqlen_q*256)*ratio`` in 32 bits, with ``batch_id < batch``, the exact
+    layer's ``nhead_q*seqlen_q*256 < 2**32`` and a GQA ratio up to 256 (gfx942
+    bwd_hd128_bf16_a16_rtna_pddv dK BSHD): in a box of batch 1, what minimisation asks, the
+    facts' bound propagation makes batch_id 0 before any node is encoded, so the product is
+    exact (no ``mod``) and the box needs no solver call; dominance alone bounds it by
+    batch*(2**32 - 1)*256.  At batch 3 it really wraps."""
+    ratio = Sym("ratio", 32, "shape")
+    conds = [X.ult(X.zext(BID, 64), B), X.ult(X.mul(X.mul(H, S), c64(256)), c64(1 << 32))]
+    e = X.mul(X.mul(BID, X.mul(X.mul(u32(H), u32(S)), Const(256, 32))), ratio)
+    enc = IntEncoder(dict(RANGES, batch=(1, batch_hi), ratio=(1, 256)), facts_from=conds)
+    for c in conds:
+        enc.holds(c)
+    enc.enc(e)
+    assert (id(e) in enc.exact) is not wraps
+    assert any(n is e for n, _, _ in enc.wrapped) is wraps

@@ -80,6 +80,7 @@ class IntEncoder:
             for c in facts_from:
                 self._learn(c)
             self._learning = False
+            self.facts.propagate()
 
     def var(self, name: str, width: int):
         """The integer variable of symbol ``name`` (created with its range)."""

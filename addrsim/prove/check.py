@@ -48,6 +48,7 @@ from addrsim.prove.query import (CLASSIFY_RU, Query, array_facts, decide_query, 
 from addrsim.prove.replay import (REPLAY_ITERATIONS, Subject, bounds_counterexample, confirm_loop, replay_site,
                                   ideal_counterexample, memory_needed, replay)
 from addrsim.prove.coverage import Fault, coverage
+from addrsim.prove.cover import wrap_cover
 from addrsim.prove.simplify import merged_arms, under_domain
 from addrsim.prove.standin import StandIn, stand_in
 from addrsim.prove.targets import Target, opaque_in, pointers_in, targets_for
@@ -771,11 +772,18 @@ def _counterexample(ctx: _Ctx, t, key, model, minimal, a, a00, env, expected, co
 
 def _classify(ctx: _Ctx, conds, claim, ranges, key, t, model):
     """Cause of a bv counterexample: (OVERFLOW, wrap sites) when int mode proves the claim,
-    (FORMULA, []) when int mode refutes it too, (UNCLASSIFIED, []) when undecided."""
+    or when the claim's normal forms agree once its 32-bit sites may not wrap (the wrap
+    cover's E', :func:`addrsim.prove.cover.wrap_cover` with ``free_only``: every
+    counterexample then wraps one of them); (FORMULA, []) when int mode refutes it too;
+    (UNCLASSIFIED, []) when undecided."""
     ckey = ("int", CLASSIFY_RU, key)
     v = ctx.cached(ckey)
     if v is None and violates(conds, claim, model, kept_wraps(conds + [claim])):
         v = ctx.keep(ckey, "refuted")   # the counterexample itself breaks the claim over the integers
+    if v is None and wrap_cover(Query(conds, claim, ranges, CLASSIFY_RU, "bv"), free_only=True)[0] is not None:
+        # no solver: gfx942 a16_rtna_pddv dK BSHD's floor(hdim*(...)/2) terms, which the
+        # integer solver leaves undecided within CLASSIFY_RU
+        v = ctx.keep(ckey, "proved")
     if v is None:
         # its own budget: minimisation may have spent the check's, and the int query is
         # usually easy (no wraps)

@@ -468,6 +468,24 @@ def crossing(conds, claim, nodes: Sequence[Expr], ranges: Dict[str, Tuple[int, i
         return None
 
 
+def crossing_at(conds, claim, nodes: Sequence[Expr], point: Dict[str, int], grid: Dict[str, str],
+                tile_hi: int, lane_hi: int) -> Optional[Dict[str, int]]:
+    """A counterexample at the shape of ``point`` (every variable but the tile and the lane
+    kept) where one of the 32-bit ``nodes`` crosses 2**32 as the tile grows (see
+    :func:`crossing`), or None.  For a relative claim the last tile is often no
+    counterexample: there both workgroups' offsets have wrapped alike, and only the tile whose
+    offset straddles 2**32 breaks the claim (gfx942 bwd_hd128_bf16_a16_rtna_pddv dK BSHD: at
+    nhead_q 19, hdim 120 the last tile of seqlen 960000 is past the wrap for head 0 too).
+    Raises nothing: an expression numpy does not evaluate gives None."""
+    terms = [t for t in (exact_term(n) for n in nodes) if t is not None]
+    if not terms or grid["tile"] not in point or grid["lane"] not in point:
+        return None
+    try:
+        return _crossing_vector(conds, claim, terms, [dict(point)], grid, tile_hi, lane_hi, 0)
+    except NoVec:
+        return None
+
+
 def _crossing_vector(conds, claim, terms, envs, grid, tile_hi, lane_hi, seed):
     tile, lane = grid["tile"], grid["lane"]
     b = _Batch(conds, claim, envs)

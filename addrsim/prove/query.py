@@ -27,7 +27,7 @@ from addrsim.ir.bounded import ite_conditions, strengthened, with_conditions, wi
 from addrsim.prove.idioms import drop_zero_guards
 from addrsim.ir.poly import cancelled, ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
-from addrsim.prove.probe import _Batch, _last_tiles, crossing, probe, shrink, uniform_arrays
+from addrsim.prove.probe import _Batch, _last_tiles, crossing, crossing_at, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
 from addrsim.backends.z3_bv import holds_bv, to_bv
 from addrsim.backends.z3_int import IntEncoder
@@ -1056,19 +1056,35 @@ def _eval_floor(q: Query, model, var: str, lo: int, names):
     a, b, best = lo, model[var], model
     while a < b:
         mid = (a + b) // 2
-        t = _lowered(model, var, mid, names)
-        if names.get("arrays") and not violates(q.conds, q.claim, t, keep):
-            t = uniform_arrays(t, names["arrays"])    # sequence starts that fit the smaller shape
-        if not violates(q.conds, q.claim, t, keep) and keep is None:
-            t = _raised(q, t, var, names)     # a smaller batch may need more heads or a longer sequence
-        if t is not None and violates(q.conds, q.claim, t, keep):
-            best, b = t, mid
+        for x in _fitting(mid, b):
+            t = _lowered(model, var, x, names)
+            if names.get("arrays") and not violates(q.conds, q.claim, t, keep):
+                t = uniform_arrays(t, names["arrays"])    # sequence starts that fit the smaller shape
+            if not violates(q.conds, q.claim, t, keep) and keep is None:
+                t = _raised(q, t, var, names)     # a smaller batch may need more heads or a longer sequence
+            if t is not None and violates(q.conds, q.claim, t, keep):
+                best, b = t, x
+                break
         else:
             a = mid + 1
     return best
 
 
-RAISE = ("nhead_q", "nhead_k", "seqlen_q", "seqlen_k")
+GRAINS = (8, 64, 128, 192, 256)
+"""Multiples a shape variable's traits ask for (hdim multiple of 8 in pddv kernels, seqlen of 64
+in the non-padded ones, kv tiles of 128/192/256 rows): a bisection step of :func:`_eval_floor`
+tries the value rounded up to each, below the current best."""
+
+
+def _fitting(mid: int, below: int) -> List[int]:
+    """``mid`` and ``mid`` rounded up to each of :data:`GRAINS`, those below ``below``, in
+    increasing order: a bisection over values that the domain's traits mostly reject (a seqlen
+    that is no multiple of 64) would otherwise read "does not fit" as "does not fail" and stop
+    above the least failing value."""
+    return sorted({x for x in [mid] + [-(-mid // g) * g for g in GRAINS] if x < below})
+
+
+RAISE = ("hdim_q", "hdim_v", "nhead_q", "nhead_k", "seqlen_q", "seqlen_k")
 RAISE_GRID = 48       # candidate values per variable and refinement round
 
 
@@ -1156,10 +1172,17 @@ def _worst_tile_and_lane(q: Query, t, names, var: str):
             return raised
         if lane not in raised:
             return t
-        lanes = [dict(raised, **{lane: i}) for i in range(min(LANES, q.ranges.get(lane, (0, LANES - 1))[1] + 1))]
+        lane_hi = q.ranges.get(lane, (0, LANES - 1))[1]
+        lanes = [dict(raised, **{lane: i}) for i in range(min(LANES, lane_hi + 1))]
         hit = np.flatnonzero(_Batch(q.conds_reading(lane), q.claim, lanes, arrays).fails())
         if len(hit):
             return uniform_arrays(lanes[int(hit[0])], arrays)
+        if tile in free and not arrays:
+            # the last tile has wrapped for both workgroups alike: the tile that straddles 2**32
+            m = crossing_at(q.conds, q.claim, [n for n, _, _ in q.enc.wrapped], raised, names,
+                            raised[tile], lane_hi)
+            if m is not None:
+                return m
     return t
 
 
@@ -1203,6 +1226,8 @@ def _with(t, v: str, x: int):
     u = dict(t)
     if v == "seqlen_q" and u.get("seqlen_k") == u["seqlen_q"]:
         u["seqlen_k"] = x
+    if v == "hdim_q" and u.get("hdim_v") == u["hdim_q"]:
+        u["hdim_v"] = x
     u[v] = x
     return u
 
@@ -1219,6 +1244,8 @@ def _lowered(model, var: str, x: int, names):
             t["nhead_k"] = math.gcd(t["nhead_k"], x)
     if var == "seqlen_q" and t.get("seqlen_k") == model["seqlen_q"]:
         t["seqlen_k"] = x
+    if var == "hdim_q" and t.get("hdim_v") == model["hdim_q"]:
+        t["hdim_v"] = x
     return t
 
 
