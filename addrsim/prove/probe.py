@@ -474,9 +474,10 @@ def crossing_at(conds, claim, nodes: Sequence[Expr], point: Dict[str, int], grid
     kept) where one of the 32-bit ``nodes`` crosses 2**32 as the tile grows (see
     :func:`crossing`), or None.  For a relative claim the last tile is often no
     counterexample: there both workgroups' offsets have wrapped alike, and only the tile whose
-    offset straddles 2**32 breaks the claim (gfx942 bwd_hd128_bf16_a16_rtna_pddv dK BSHD: at
-    nhead_q 19, hdim 120 the last tile of seqlen 960000 is past the wrap for head 0 too).
-    Raises nothing: an expression numpy does not evaluate gives None."""
+    offset straddles 2**32 breaks the claim (tests/test_minimize.py, a tile offset of
+    2**26 - 64 bytes: tile 64 of 101).  Where the straddling offsets are a thin band that no
+    tile's start reaches (gfx942 bwd_hd128_bf16_a16_rtna_pddv dK BSHD at hdim 120), it finds
+    nothing.  Raises nothing: an expression numpy does not evaluate gives None."""
     terms = [t for t in (exact_term(n) for n in nodes) if t is not None]
     if not terms or grid["tile"] not in point or grid["lane"] not in point:
         return None

@@ -1089,9 +1089,9 @@ RAISE_GRID = 48       # candidate values per variable and refinement round
 
 
 def _raised(q: Query, t, var: str, names):
-    """``t`` with the shape variables after ``var`` (nhead_q, seqlen_q, seqlen_k) raised, in
-    that order, to about the largest value the conditions allow (evaluated over a grid of
-    candidates at once, :class:`addrsim.prove.probe._Batch`; multiples of 64 included for the
+    """``t`` with the shape variables after ``var`` (hdim_q with hdim_v, nhead_q, seqlen_q,
+    seqlen_k) raised, in that order, to about the largest value the conditions allow
+    (evaluated over a grid of candidates at once, :class:`addrsim.prove.probe._Batch`; multiples of 64 included for the
     sequence traits), the grid ids to the last workgroup (batch_id = batch - 1,
     head_id = nhead_q - 1), then the last tile and a failing lane
     (:func:`_worst_tile_and_lane`): a 32-bit wrap lost by a smaller batch shows again there.
@@ -1110,7 +1110,8 @@ def _raised(q: Query, t, var: str, names):
 def _raised_from(q: Query, t, var: str, names, worst: bool):
     """:func:`_raised` from ``t``; with ``worst``, then the last tile and a failing lane.
     The variables after ``var`` are raised one at a time, each taking what the conditions
-    (device memory) leave, so the order decides the point: first nhead_q, seqlen_q, seqlen_k;
+    (device memory) leave, so the order decides the point: first hdim_q (hdim_v following it:
+    a padded kernel's least failing nhead_q needs hdim 120, not 72), nhead_q, seqlen_q, seqlen_k;
     when that point breaks nothing, the claim's own variables first, nhead_k among them (K's
     offset reads nhead_k and seqlen_k: raising seqlen_q first takes the memory K's rows
     need, and on gfx942 a32_rtna_psskddv K BHSD the batch stayed at 2849, not 2)."""
@@ -1158,7 +1159,9 @@ def _worst_tile_and_lane(q: Query, t, names, var: str):
     fails there: the largest offset a shape reaches, where a 32-bit wrap shows first (the
     tile and lane terms of an offset can move the least failing seqlen_q by tens of
     thousands).  Only what comes after ``var`` (the variable being lowered) in the
-    minimisation order moves.  ``t`` with its own tile and lane when that does not fail."""
+    minimisation order moves.  When no lane of the last tile fails, the tile whose offset
+    straddles 2**32 (:func:`addrsim.prove.probe.crossing_at`: a relative claim's workgroups
+    wrap alike past it).  ``t`` with its own tile and lane when none of that fails."""
     free = _after(names, var)
     tile, lane = names.get("tile"), names.get("lane")
     arrays = names.get("arrays")
