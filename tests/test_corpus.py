@@ -14,7 +14,9 @@ benchmarks/results/speed_2026-12-06c.txt), the 44 kernels whose loop checks that
 groups paths.  CI rescans a short list (PINNED["ci"]: they cover the argument structs, and
 the hd192 and sliding-window families); ADDRSIM_CORPUS=families rescans one kernel per
 (architecture, kernel family), 24 (about 40 minutes with one core), and ADDRSIM_CORPUS=pinned
-all 215 (about 2.7 hours on one core).  Since issue 14 solver budgets are
+all 215 (about 2.7 hours on one core).  A second cold scan of the whole wheel (2026-12-06,
+66 minutes; benchmarks/results/speed_2026-12-06d.txt) rechecked every verdict and latent
+finding, and replaced 140 pinned "unclassified" causes by the "overflow" it decided.  Since issue 14 solver budgets are
 resource units and every query runs in a Z3 context of its own, so a verdict, "unknown"
 included, does not depend on the machine, its load or what ran before: data pinned with
 ``"deterministic": true`` settings fails on any change.  (Older data, pinned with wall-clock

@@ -164,7 +164,9 @@ def obligations(body: Body, ptr: str, pointers_in, zero_ids: Dict[str, Expr], ex
                                    f"one), more than the {MAX_PAIRS} checked: obligations cut", loop)
     st = _State(body, cone, pairs, syms, delta, defs, canon, copies, env, zero_ids, ref, _reachable(copies))
     # built as they are asked: the first that does not hold ends the check
-    return Induction("built", "", loop, chain(_steps(st, backs), _accesses(st, accs_pc, expected, first_pcs)))
+    obs = chain(_steps(st, backs), _accesses(st, accs_pc, expected, first_pcs))
+    # None: a pair of groups none of whose paths may hold together (:func:`_merged`)
+    return Induction("built", "", loop, (ob for ob in obs if ob is not None))
 
 
 @dataclass
@@ -187,7 +189,8 @@ class _State:
 
 def _accesses(st: _State, accs_pc, expected: Expr, first_pcs) -> Iterator[tuple]:
     """The access obligations, for every pair of paths to each access of the buffer
-    (``accs_pc``: per instruction, groups of paths with the same address and EXEC bit)."""
+    (``accs_pc``: per instruction, groups of paths with the same address and EXEC bit); None
+    for a pair of groups that needs none (:func:`_merged`)."""
     cp = st.copies
 
     def one(a, b):
@@ -200,9 +203,7 @@ def _accesses(st: _State, accs_pc, expected: Expr, first_pcs) -> Iterator[tuple]
         return direct
     for groups in accs_pc:
         for ga, gb in _diagonal_first(groups):
-            ob = _merged(ga, gb, one, st.reach)
-            if ob is not None:
-                yield ob
+            yield _merged(ga, gb, one, st.reach)
 
 
 def _pair(lo: str, hi: str) -> Expr:
@@ -336,7 +337,8 @@ def _steps(st: _State, backs) -> Iterator[tuple]:
     cone registers hold the same values, :func:`_groups`): each carried register (or 64-bit
     pair) moves by the same amount in both copies.  They hold for any difference D (no
     definition needed): linear, fast.  ``st.canon``: a 64-bit pair's low 48 bits (a V# or
-    global base) stay in the canonical user address range [0, 2**47) in both copies."""
+    global base) stay in the canonical user address range [0, 2**47) in both copies.  None for
+    a pair of groups that needs none (:func:`_merged`)."""
     cp, syms, delta = st.copies, st.syms, st.delta
     paired = {x for pr in st.pairs for x in pr}
 
@@ -353,13 +355,9 @@ def _steps(st: _State, backs) -> Iterator[tuple]:
                 f"step of the 64-bit pair {syms[lo]}:{syms[hi]}", 0, None)
     for gp, gq in _diagonal_first(backs):
         for r in sorted(st.cone - paired):
-            ob = _merged(gp, gq, lambda p, q, r=r: reg(p, q, r), st.reach)
-            if ob is not None:
-                yield ob
+            yield _merged(gp, gq, lambda p, q, r=r: reg(p, q, r), st.reach)
         for lo, hi in st.pairs:
-            ob = _merged(gp, gq, lambda p, q, lo=lo, hi=hi: pair(p, q, lo, hi), st.reach)
-            if ob is not None:
-                yield ob
+            yield _merged(gp, gq, lambda p, q, lo=lo, hi=hi: pair(p, q, lo, hi), st.reach)
 
 
 def _diagonal_first(groups: list):

@@ -1225,12 +1225,16 @@ def _raise_one(q: Query, t, v: str, names):
     return t
 
 
+FOLLOWS = {"seqlen_q": "seqlen_k", "hdim_q": "hdim_v"}
+"""A shape variable and the one that moves with it where the two are equal (the kernels'
+traits: seqlen_q == seqlen_k in the non-padded kernels, hdim_q == hdim_v)."""
+
+
 def _with(t, v: str, x: int):
     u = dict(t)
-    if v == "seqlen_q" and u.get("seqlen_k") == u["seqlen_q"]:
-        u["seqlen_k"] = x
-    if v == "hdim_q" and u.get("hdim_v") == u["hdim_q"]:
-        u["hdim_v"] = x
+    f = FOLLOWS.get(v)
+    if f and u.get(f) == u[v]:
+        u[f] = x
     u[v] = x
     return u
 
@@ -1245,10 +1249,9 @@ def _lowered(model, var: str, x: int, names):
             t[names["head"]] = min(t[names["head"]], max(x - 1, 0))
         if "nhead_k" in t and x > 0:
             t["nhead_k"] = math.gcd(t["nhead_k"], x)
-    if var == "seqlen_q" and t.get("seqlen_k") == model["seqlen_q"]:
-        t["seqlen_k"] = x
-    if var == "hdim_q" and t.get("hdim_v") == model["hdim_q"]:
-        t["hdim_v"] = x
+    f = FOLLOWS.get(var)
+    if f and t.get(f) == model[var]:
+        t[f] = x
     return t
 
 
