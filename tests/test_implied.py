@@ -95,3 +95,27 @@ def test_wheel_routed_sbhd_problem_has_batch_one(real_kernel):
     assert routed.declared["batch"] == (1, 4096)
     bshd = build_problem(ms, k, "bshd", Sym("tid_x", 32, "lane"), {}, src.co.arch, routed="fmha_v3_bwd")
     assert bshd.bounds["batch"] == (1, 4096)
+
+
+def test_a_group_problem_bounds_the_packed_total_by_its_sequences(tmp_path):
+    """Group mode (examples/group_lse_seqstart.s, the model's seqstart_q: from 0 to total_q in
+    batch steps of 1..seqlen_q): batch <= total_q <= batch*seqlen_q is stated as an implied
+    bound.  Without it total_q ranged to 2**24 in a box of batch 1, and a head offset
+    head_id*total_q*hdim*2 was bounded by no interval.  It holds on every array the spec
+    allows (telescoping), and excludes a total past batch*seqlen_q."""
+    import random
+    from addrsim.loader.listing import load_source
+    from test_examples import MODEL, build
+    src = load_source(build("group_lse_seqstart", tmp_path), None)
+    prob = build_problem(load_models([MODEL]), src.co.kernels[0], "bhsd", Sym("tid_x", 32, "lane"), {}, src.co.arch)
+    mine = [a for a in prob.assumptions if "(implied)" in a.source and "total_q" in a.text]
+    assert sorted(a.text for a in mine) == ["total_q <= batch * seqlen_q", "total_q >= batch * 1"]
+    assert all(a.layer == "bounds" and "arrays.seqstart_q" in a.source for a in mine)
+    rng = random.Random(7)
+    for _ in range(200):
+        batch, seqlen = rng.randint(1, 64), rng.randint(1, 4096)
+        total = sum(rng.randint(1, seqlen) for _ in range(batch))
+        env = {"batch": batch, "seqlen_q": seqlen, "total_q": total}
+        assert all(X.evaluate(a.expr, env) for a in mine)
+    assert not X.evaluate(mine[0].expr if "<=" in mine[0].text else mine[1].expr,
+                          {"batch": 2, "seqlen_q": 10, "total_q": 21})

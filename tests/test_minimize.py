@@ -644,3 +644,21 @@ def test_a_pddv_dk_wrap_is_an_overflow_at_the_least_head_count(corpus):
     assert c["verdict"] == "counterexample" and c["cause"] == "overflow"
     assert c["overflow"] and c["overflow"][0]["pc"] == 0x2cd0
     assert [cx["shape"][v] for v in ("batch", "nhead_q")] == [1, 19]
+
+
+@pytest.mark.slow
+def test_a_group_head_offset_is_minimal_with_the_packed_total_bounded(corpus):
+    """gfx942 bwd_hd128_fp16_causal_br_a32_pssk_group, dO BHSD, address: the 32-bit head
+    offset head_id*total_q*hdim*2 wraps from head 16 at total_q 2**20.  Proving nhead_q <= 16
+    holds no counterexample needs total_q <= batch*seqlen_q (implied by seqstart_q, now a
+    stated bound) and the cover leaving out the causal bottom-right subtractions, whose 32-bit
+    wraps are signed offsets that break nothing (each shown within SHRINK_RU, up to 0.7 Mru
+    on the psskddv_group kernel).  Before, each nhead_q was proved one at a time until the
+    budget ran out, at nhead_q 5: "not proven minimal"."""
+    from addrsim.api import verify
+    co = corpus / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_fp16_causal_br_a32_pssk_group.co"
+    c = verify(co, buffers=["do"], layouts=["bhsd"], properties=["address"])["kernels"][0]["checks"][0]
+    cx = c["counterexample"]
+    assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
+    assert [cx["shape"][v] for v in ("batch", "nhead_q", "seqlen_q", "total_q")] == [1, 17, 1 << 20, 1 << 20]
+    assert cx["coords"]["head_id"] == 16

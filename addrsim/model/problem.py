@@ -408,11 +408,38 @@ def _kernel_layers(b: _Build, shape, grid, lane, overrides) -> None:
     if b.mode == "group":
         b.add("bounds", X.band(X.ule(shape["seqlen_q"], shape["total_q"]), X.ule(shape["seqlen_k"], shape["total_k"])),
               "seqlen_q <= total_q and seqlen_k <= total_k", f"{b.msrc}: group mode")
+        _telescoped(b)
     for key in ("traits", "preconditions"):
         for pre in (fam.get(key) or []):
             b.add("traits", b.parse(str(pre), f"family {b.fname} {key}"), str(pre), b.fsrc)
     wg = b.kernel.reqd_workgroup_size or (256, 1, 1)
     b.add("grid", X.ult(lane, Const(wg[0], 32)), f"{lane.name} < {wg[0]}", "metadata .reqd_workgroup_size")
+
+
+def _telescoped(b: _Build) -> None:
+    """The sum of a sequence-start array's steps, as a bound: ``count - 1`` steps of at most
+    ``step_max`` (at least ``step_min``) lead from ``first`` to ``last``, so
+    ``(count-1)*step_min <= last - first <= (count-1)*step_max`` (for the model's seqstart_q:
+    ``batch <= total_q <= batch*seqlen_q``).  Implied by the array facts every query carries
+    (:func:`addrsim.prove.query.array_facts`), so it adds no assumption; but those facts bind
+    only the entries a query reads, so without it total_q ranged to 2**24 in a box of batch 1,
+    and a head offset ``head_id*total_q*hdim*2`` could not be bounded by intervals (gfx942
+    causal_br a32 pssk_group dO BHSD: minimisation spent its budget proving nhead_q 1..5 one
+    value at a time).  Source: the model's ``arrays`` (first, last, count, step_max, step_min)."""
+    for name, spec in b.ms.arrays.items():
+        if not {"first", "last", "count"} <= set(spec):
+            continue
+        span = X.sub(b.parse(str(spec["last"]), f"arrays.{name}.last"), b.parse(str(spec["first"]), f"arrays.{name}.first"))
+        steps = X.sub(b.parse(str(spec["count"]), f"arrays.{name}.count"), Const(1, 64))
+        for key, cmp_ in (("step_max", lambda t: X.ule(span, t)), ("step_min", lambda t: X.ule(t, span))):
+            if key in spec:
+                step = b.parse(str(spec[key]), f"arrays.{name}.{key}")
+                span_t = str(spec["last"]) if str(spec["first"]) == "0" else f"{spec['last']} - {spec['first']}"
+                steps_t = str(spec["count"])
+                steps_t = steps_t[:-4] if steps_t.endswith(" + 1") else f"({steps_t} - 1)"
+                text = (f"{span_t} <= {steps_t} * {spec[key]}" if key == "step_max" else
+                        f"{span_t} >= {steps_t} * {spec[key]}")
+                b.add("bounds", cmp_(X.mul(steps, step)), text, f"{b.msrc}: arrays.{name} (implied)")
 
 
 def _memory_layer(b: _Build, arch, memory_gib):

@@ -48,8 +48,8 @@ from addrsim.backends.z3_run import RU, Isolated
 from addrsim.ir.expr import Const, Expr
 
 COVER_RU = RU // 4            # E' without every candidate's mod (once per query)
-SHRINK_RU = RU // 4           # E' with one more node's mod kept (once per candidate)
-SHRINK_TOTAL_RU = RU          # all the sites tried for leaving out, per query
+SHRINK_RU = RU                # E' with one more node's mod kept (once per candidate)
+SHRINK_TOTAL_RU = 4 * RU          # all the sites tried for leaving out, per query
 SITE_INT_RU = RU // 20        # one site obligation over the integers (Z3)
 SITE_BZLA_RU = RU // 2        # the same over bit-vectors (Bitwuzla), when Z3 did not decide it
 GLOBAL_BZLA_RU = 100          # a site over the whole domain, once (unsat there in 2 calls, 20 units)
