@@ -49,7 +49,11 @@ from addrsim.ir.expr import Const, Expr
 
 COVER_RU = RU // 4            # E' without every candidate's mod (once per query)
 SHRINK_RU = RU                # E' with one more node's mod kept (once per candidate)
-SHRINK_TOTAL_RU = 4 * RU          # all the sites tried for leaving out, per query
+SHRINK_TOTAL_RU = 4 * RU      # all the sites tried for leaving out, per query
+# A causal bottom-right kernel's 32-bit kv_tile*192 - (seqlen_k - seqlen_q) wraps as a signed
+# offset and breaks nothing; showing so took up to 0.7 Mru (gfx942 causal_br a32 psskddv_group
+# dQ BSHD, 19 sites).  At RU // 4 each (RU in all) such sites stayed, every box of the
+# minimisation asked them of Bitwuzla (0.5 Mru, undecided), and nhead_q was not shown minimal.
 SITE_INT_RU = RU // 20        # one site obligation over the integers (Z3)
 SITE_BZLA_RU = RU // 2        # the same over bit-vectors (Bitwuzla), when Z3 did not decide it
 GLOBAL_BZLA_RU = 100          # a site over the whole domain, once (unsat there in 2 calls, 20 units)
