@@ -662,3 +662,62 @@ def test_a_group_head_offset_is_minimal_with_the_packed_total_bounded(corpus):
     assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
     assert [cx["shape"][v] for v in ("batch", "nhead_q", "seqlen_q", "total_q")] == [1, 17, 1 << 20, 1 << 20]
     assert cx["coords"]["head_id"] == 16
+
+
+def _pddv_like_query():
+    """2*nhead_q*hdim_q*seqlen_q in 32 bits, hdim_q in [72, 120] by 8 and equal to hdim_v, nhead_q a
+    multiple of nhead_k (a pddv kernel's traits, models/fmha_bwd_v3.yaml)."""
+    D, DV, HK = Sym("hdim_q", 64, "shape"), Sym("hdim_v", 64, "shape"), Sym("nhead_k", 64, "shape")
+    claim = X.band(_u32_wrap(2, H, D, S), X.eq(X.urem(H, HK), Const(0, 64)))
+    conds = [X.band(X.eq(D, DV), X.eq(X.urem(D, Const(8, 64)), Const(0, 64))), X.eq(X.urem(H, HK), Const(0, 64)),
+             X.ule(Const(72, 64), D), X.ule(D, Const(120, 64))]
+    ranges = dict(_ranges(1 << 20), hdim_q=(72, 120), hdim_v=(72, 120), nhead_k=(1, 128), tid_x=(0, 0))
+    return _eval_query(claim, conds, ranges)
+
+
+def test_pieces_partition_the_box_by_the_few_values_a_trait_allows():
+    """An attempt the solvers cannot decide over a range of (nhead_q, hdim_q) is cut into
+    pieces of one nhead_q and one hdim_q (hdim_v following it through the trait's equality):
+    every shape of the box that the traits allow lies in exactly one piece; nhead_k, with
+    more values than FINE_MAX, is left whole; a seqlen range is kept as a range."""
+    from addrsim.prove.query import ORDER, _pieces
+    q = _pddv_like_query()
+    box = {"batch": (1, 1), "nhead_q": (16, 18)}
+    ps = _pieces(q, box, "nhead_q", list(ORDER))
+    assert len(ps) == 3 * 7 and all(p["nhead_q"][0] == p["nhead_q"][1] for p in ps)
+    assert all(p["hdim_q"] == p["hdim_v"] and p["hdim_q"][0] % 8 == 0 for p in ps)
+    assert all("nhead_k" not in p and "seqlen_q" not in p for p in ps)
+    for h in range(16, 19):
+        for d in range(72, 121):
+            inside = [p for p in ps if p["nhead_q"][0] == h and p["hdim_q"][0] == d]
+            assert len(inside) == (1 if d % 8 == 0 else 0)
+    ps = _pieces(q, dict(box, nhead_q=(19, 19), seqlen_q=(1, 1 << 19)), "seqlen_q", list(ORDER))
+    assert len(ps) == 7 and all(p["seqlen_q"] == (1, 1 << 19) for p in ps)
+
+
+def test_a_box_decided_by_pieces_is_still_checked_by_evaluation():
+    """Minimisation with pieces: the least (batch, nhead_q, seqlen_q) of the pddv-like wrap is
+    the closed-form one (nhead_q 18 at hdim 120, seqlen_q then 2**31 / (18 * 120) rounded up),
+    proven minimal, and fails by evaluation."""
+    q = _pddv_like_query()
+    start = {"batch": 1, "nhead_q": 40, "nhead_k": 1, "seqlen_q": 1 << 20, "hdim_q": 120, "hdim_v": 120,
+             "batch_id": 0, "head_id": 39, "tile": 0, "tid_x": 0}
+    assert violates(q.conds, q.claim, start)
+    model, minimal = minimize(q, start, PROB, 40 * 10 ** 6)
+    assert minimal and violates(q.conds, q.claim, model)
+    assert (model["batch"], model["nhead_q"], model["hdim_q"]) == (1, 18, 120)
+    assert model["seqlen_q"] == -(-(1 << 31) // (18 * 120))
+
+
+@pytest.mark.slow
+def test_a_head_count_is_shown_least_piece_by_piece(corpus):
+    """gfx942 bwd_hd128_bf16_a32_rtna_psskddv, dV SBHD, address: the least failing nhead_q (19, at
+    batch 1) was not shown minimal: over a range of hdim_q the solvers gave up on every
+    nhead_q box.  Cut into pieces of one nhead_q and one hdim_q (addrsim.prove.query._pieces),
+    each is decided in a fraction of the units, and the shape is proven minimal."""
+    from addrsim.api import verify
+    co = corpus / "gfx942" / "fmha_v3_bwd" / "bwd_hd128_bf16_a32_rtna_psskddv.co"
+    c = verify(co, buffers=["dv"], layouts=["sbhd"], properties=["address"])["kernels"][0]["checks"][0]
+    cx = c["counterexample"]
+    assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
+    assert [cx["shape"][v] for v in ("batch", "nhead_q", "seqlen_q", "seqlen_k")] == [1, 19, 1, 883009]

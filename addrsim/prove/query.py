@@ -1281,6 +1281,83 @@ def _covered(q: Query, box, memo: dict, bzla_ru: int = SITE_BZLA_RU):
     return None if got == "unknown" else (got, m)
 
 
+PIECES_MAX = 32       # pieces one minimisation attempt is cut into at most
+FINE_MAX = 16         # values a later shape variable may take for its pieces
+PIECE_RU = RU // 4    # one piece's solver call
+
+
+def _values(q: Query, v: str, lo: int, hi: int, limit: int, at: Dict[str, int]) -> Optional[List[int]]:
+    """The values of shape variable ``v`` in [lo, hi] that the query's conditions allow
+    where the variables of ``at`` take those values (a family's trait ``hdim_q % 8 == 0``,
+    ``nhead_q % nhead_k == 0`` at a given nhead_q), or None when there are more than
+    ``limit``.  Only conjuncts that read nothing but ``v`` and ``at`` are evaluated, so no
+    value a model may take is left out."""
+    if hi - lo + 1 > 64 * limit:
+        return None
+    known = set(at) | {v}
+    alone = [c for c in X.conjuncts(q.conds) if v in X.symbols(c) and set(X.symbols(c)) <= known]
+    out = [x for x in range(lo, hi + 1) if all(X.evaluate(c, dict(at, **{v: x})) for c in alone)]
+    return out if len(out) <= limit else None
+
+
+def _pieces(q: Query, box, var: str, order) -> List[Dict[str, Tuple[int, int]]]:
+    """``box`` cut into pieces where ``var`` (unless it has more than PIECES_MAX values) and
+    every later shape variable of ORDER with few allowed values (:func:`_values`: hdim_q of
+    a pddv kernel, 72..120 by 8) or one value in each piece (hdim_v, equal to hdim_q; not
+    nhead_k, one of the divisors of nhead_q) take one value each: the solvers decide a 32-bit row offset's wrap into a head's window at
+    one (nhead_q, nhead_k, hdim_q) in 0.01 to 0.3 Mru, and not within 4 Mru over a range of
+    them (gfx942 a16_rtna_pddv dK BSHD, nhead_q 18, every hdim).  A partition of ``box``,
+    least ``var`` first; empty when ``var`` is no shape variable or nothing would be cut.
+    Later variables are cut while the pieces stay at most PIECES_MAX."""
+    if var not in ORDER:
+        return []
+    lo, hi = box[var]
+    at = {k: a for k, (a, b) in box.items() if a == b}
+    first = _values(q, var, lo, hi, PIECES_MAX, at)
+    out = [dict(box)] if first is None else [dict(box, **{var: (x, x)}) for x in first]
+    cut = first is not None and lo < hi
+    for v in order[order.index(var) + 1:]:
+        if v not in ORDER or v not in q.enc.vars or v in box or q.ranges.get(v, (0, 0))[0] == q.ranges.get(v, (0, 0))[1]:
+            continue
+        few = _values(q, v, *q.ranges[v], FINE_MAX, {}) is not None
+        each = [_values(q, v, *q.ranges[v], FINE_MAX, {k: a for k, (a, b) in p.items() if a == b}) for p in out]
+        if not few and any(vals is None or len(vals) > 1 for vals in each):
+            continue                          # many values (nhead_k, a divisor of nhead_q): left whole
+        nxt = [dict(p, **{v: (x, x)}) for p, vals in zip(out, each) for x in vals]
+        if len(nxt) > PIECES_MAX:
+            break
+        out, cut = nxt, True
+    return out if cut else []
+
+
+def _by_pieces(q: Query, pieces, decided: Dict[tuple, str], found: list, spent):
+    """An attempt decided piece by piece (:func:`_pieces`), least first: ("sat", model) at
+    the first piece with a counterexample, ("unsat", None) when none holds one, ("stop",
+    None) once ``spent()``, ("unknown", None) at the first piece left undecided or once the
+    pieces have spent what the whole box's call may (ATTEMPT_CAP * MIN_ATTEMPT_RU).  Pieces
+    shown empty are kept in ``decided`` (key: the sorted box) and not asked again."""
+    start = q.used
+    for p in pieces:
+        if spent():
+            return "stop", None
+        if q.used - start >= ATTEMPT_CAP * MIN_ATTEMPT_RU:
+            return "unknown", None             # no more than the whole box's solver call may spend
+        key = tuple(sorted(p.items()))
+        if decided.get(key) == "unsat":
+            continue
+        for m in found:
+            if _in_box(m, p):
+                return "sat", m
+        v, m, _ = q.solve_within(p, PIECE_RU, PIECE_RU // 2)
+        if v == "refuted":
+            found.append(m)
+            return "sat", m
+        if v != "proved":
+            return "unknown", None             # the box cannot be shown empty: stop spending on it
+        decided[key] = "unsat"
+    return "unsat", None
+
+
 def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dict] = None):
     """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
     lane) counterexample: each variable in turn, the earlier ones fixed, lowered by
@@ -1306,6 +1383,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
     minimal = True
     cover = {"grid": pnames} if cover is None else cover
     found = [model]          # counterexamples seen (each checked by evaluation): a box holding one is sat
+    decided: Dict[tuple, str] = {}   # pieces shown to hold no counterexample (:func:`_by_pieces`)
     for var in order:
         if var not in model:
             continue
@@ -1331,6 +1409,9 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
                 return got
             if cover.get("cover") is not None and a < ub:
                 return "unknown", None         # narrower boxes first: the whole query costs the most
+            pieces = _pieces(q, b, var, order)
+            if pieces:
+                return _by_pieces(q, pieces, decided, found, spent)
             v, m, _ = q.solve_within(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
             if v == "refuted":
                 found.append(m)
