@@ -1331,17 +1331,19 @@ def _pieces(q: Query, box, var: str, order) -> List[Dict[str, Tuple[int, int]]]:
 
 
 def _by_pieces(q: Query, pieces, decided: Dict[tuple, str], found: list, spent):
-    """An attempt decided piece by piece (:func:`_pieces`), least first: ("sat", model) at
-    the first piece with a counterexample, ("unsat", None) when none holds one, ("stop",
-    None) once ``spent()``, ("unknown", None) at the first piece left undecided or once the
-    pieces have spent what the whole box's call may (ATTEMPT_CAP * MIN_ATTEMPT_RU).  Pieces
-    shown empty are kept in ``decided`` (key: the sorted box) and not asked again."""
-    start = q.used
+    """An attempt decided piece by piece (:func:`_pieces`), least first, each piece within
+    PIECE_RU and all of them within MIN_ATTEMPT_RU: ("sat", model) at the first piece with a
+    counterexample, ("unsat", None) when none holds one, ("stop", None) once ``spent()``,
+    else ("unknown", None).  An undecided piece does not stop the others (a later one may
+    hold the counterexample: gfx942 hd192 causal_br psskddv K BSHD at batch 2 fails at
+    hdim_q 192, the last piece).  Pieces shown empty are kept in ``decided`` (key: the
+    sorted box) and not asked again."""
+    start, undecided = q.used, False
     for p in pieces:
         if spent():
             return "stop", None
-        if q.used - start >= ATTEMPT_CAP * MIN_ATTEMPT_RU:
-            return "unknown", None             # no more than the whole box's solver call may spend
+        if q.used - start >= MIN_ATTEMPT_RU:
+            return "unknown", None
         key = tuple(sorted(p.items()))
         if decided.get(key) == "unsat":
             continue
@@ -1352,10 +1354,10 @@ def _by_pieces(q: Query, pieces, decided: Dict[tuple, str], found: list, spent):
         if v == "refuted":
             found.append(m)
             return "sat", m
-        if v != "proved":
-            return "unknown", None             # the box cannot be shown empty: stop spending on it
-        decided[key] = "unsat"
-    return "unsat", None
+        if v == "proved":
+            decided[key] = "unsat"
+        undecided = undecided or v != "proved"
+    return ("unknown", None) if undecided else ("unsat", None)
 
 
 def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dict] = None):
@@ -1409,10 +1411,13 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
                 return got
             if cover.get("cover") is not None and a < ub:
                 return "unknown", None         # narrower boxes first: the whole query costs the most
-            pieces = _pieces(q, b, var, order)
-            if pieces:
-                return _by_pieces(q, pieces, decided, found, spent)
-            v, m, _ = q.solve_within(b, MIN_ATTEMPT_RU, MIN_ATTEMPT_INT_RU)
+            pieces, ru, before = _pieces(q, b, var, order), MIN_ATTEMPT_RU, q.used
+            if pieces:                         # one (var, hdim_q) at a time first, then the whole box
+                got = _by_pieces(q, pieces, decided, found, spent)
+                if got[0] != "unknown" or spent():
+                    return got
+                ru = max(PIECE_RU, MIN_ATTEMPT_RU - (q.used - before) // ATTEMPT_CAP)   # both within one attempt's units
+            v, m, _ = q.solve_within(b, ru, min(ru, MIN_ATTEMPT_INT_RU))
             if v == "refuted":
                 found.append(m)
             return {"refuted": ("sat", m), "proved": ("unsat", None)}.get(v, ("unknown", None))
