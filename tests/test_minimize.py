@@ -721,3 +721,18 @@ def test_a_head_count_is_shown_least_piece_by_piece(corpus):
     cx = c["counterexample"]
     assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
     assert [cx["shape"][v] for v in ("batch", "nhead_q", "seqlen_q", "seqlen_k")] == [1, 19, 1, 883009]
+
+
+@pytest.mark.slow
+def test_an_undecided_piece_does_not_hide_a_later_one(corpus):
+    """gfx942 bwd_hd192_bf16_causal_br_a32_rtna_psskddv, K BSHD, address: at batch 2 the
+    counterexample lies at hdim_q 192, the last of the 8 pieces (129..192 by 8).  Pieces that
+    stopped at the first undecided one left batch 2 unproven and the shape at (3, 6), not
+    minimal (the whole wheel's scan of 4dc0a36); the others are asked too, then the whole
+    box, and (2, 12) is proven minimal, as one solver call over the box showed before pieces."""
+    from addrsim.api import verify
+    co = corpus / "gfx942" / "fmha_v3_bwd" / "bwd_hd192_bf16_causal_br_a32_rtna_psskddv.co"
+    c = verify(co, buffers=["k"], layouts=["bshd"], properties=["address"])["kernels"][0]["checks"][0]
+    cx = c["counterexample"]
+    assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
+    assert [cx["shape"][v] for v in ("batch", "nhead_q", "nhead_k")] == [2, 12, 12]
