@@ -1304,11 +1304,13 @@ def _pieces(q: Query, box, var: str, order) -> List[Dict[str, Tuple[int, int]]]:
     """``box`` cut into pieces where ``var`` (unless it has more than PIECES_MAX values) and
     every later shape variable of ORDER with few allowed values (:func:`_values`: hdim_q of
     a pddv kernel, 72..120 by 8) or one value in each piece (hdim_v, equal to hdim_q; not
-    nhead_k, one of the divisors of nhead_q) take one value each: the solvers decide a 32-bit row offset's wrap into a head's window at
-    one (nhead_q, nhead_k, hdim_q) in 0.01 to 0.3 Mru, and not within 4 Mru over a range of
-    them (gfx942 a16_rtna_pddv dK BSHD, nhead_q 18, every hdim).  A partition of ``box``,
-    least ``var`` first; empty when ``var`` is no shape variable or nothing would be cut.
-    Later variables are cut while the pieces stay at most PIECES_MAX."""
+    nhead_k, one of the divisors of nhead_q) take one value each: the solvers decide a
+    32-bit row offset's wrap into a head's window at one (nhead_q, hdim_q) in 0.01 to 0.3
+    Mru, and not within 4 Mru over a range of them (gfx942 a16_rtna_pddv dK BSHD, nhead_q
+    18, every hdim).  A partition of ``box`` (a value no model may take is left out only by
+    a condition that reads nothing else), least ``var`` first; empty when ``var`` is no
+    shape variable or nothing would be cut.  Later variables are cut while the pieces stay
+    at most PIECES_MAX."""
     if var not in ORDER:
         return []
     lo, hi = box[var]
