@@ -1041,6 +1041,11 @@ def _probe_within(q: Query, bounds, order, pnames, arrays=None):
     return m if m is not None and _in_box(m, bounds) else None
 
 
+def _seen(found: list, box):
+    """A counterexample seen already (each checked by evaluation) that lies inside ``box``, or None."""
+    return next((m for m in found if _in_box(m, box)), None)
+
+
 def _in_box(m, box) -> bool:
     """Does the model ``m`` lie inside ``box`` (variable -> inclusive range)?"""
     return all(lo <= m.get(k, lo) <= hi for k, (lo, hi) in box.items())
@@ -1319,10 +1324,11 @@ def _pieces(q: Query, box, var: str, order) -> List[Dict[str, Tuple[int, int]]]:
     out = [dict(box)] if first is None else [dict(box, **{var: (x, x)}) for x in first]
     cut = first is not None and lo < hi
     for v in order[order.index(var) + 1:]:
-        if v not in ORDER or v not in q.enc.vars or v in box or q.ranges.get(v, (0, 0))[0] == q.ranges.get(v, (0, 0))[1]:
+        lo_v, hi_v = q.ranges.get(v, (0, 0))
+        if v not in ORDER or v not in q.enc.vars or v in box or lo_v == hi_v:
             continue
-        few = _values(q, v, *q.ranges[v], FINE_MAX, {}) is not None
-        each = [_values(q, v, *q.ranges[v], FINE_MAX, {k: a for k, (a, b) in p.items() if a == b}) for p in out]
+        few = _values(q, v, lo_v, hi_v, FINE_MAX, {}) is not None
+        each = [_values(q, v, lo_v, hi_v, FINE_MAX, {k: a for k, (a, b) in p.items() if a == b}) for p in out]
         if not few and any(vals is None or len(vals) > 1 for vals in each):
             continue                          # many values (nhead_k, a divisor of nhead_q): left whole
         nxt = [dict(p, **{v: (x, x)}) for p, vals in zip(out, each) for x in vals]
@@ -1332,7 +1338,7 @@ def _pieces(q: Query, box, var: str, order) -> List[Dict[str, Tuple[int, int]]]:
     return out if cut else []
 
 
-def _by_pieces(q: Query, pieces, decided: Dict[tuple, str], found: list, spent):
+def _by_pieces(q: Query, pieces, decided: set, found: list, spent):
     """An attempt decided piece by piece (:func:`_pieces`), least first, each piece within
     PIECE_RU and all of them within MIN_ATTEMPT_RU: ("sat", model) at the first piece with a
     counterexample, ("unsat", None) when none holds one, ("stop", None) once ``spent()``,
@@ -1347,17 +1353,17 @@ def _by_pieces(q: Query, pieces, decided: Dict[tuple, str], found: list, spent):
         if q.used - start >= MIN_ATTEMPT_RU:
             return "unknown", None
         key = tuple(sorted(p.items()))
-        if decided.get(key) == "unsat":
+        if key in decided:
             continue
-        for m in found:
-            if _in_box(m, p):
-                return "sat", m
+        m = _seen(found, p)
+        if m is not None:
+            return "sat", m
         v, m, _ = q.solve_within(p, PIECE_RU, PIECE_RU // 2)
         if v == "refuted":
             found.append(m)
             return "sat", m
         if v == "proved":
-            decided[key] = "unsat"
+            decided.add(key)
         undecided = undecided or v != "proved"
     return ("unknown", None) if undecided else ("unsat", None)
 
@@ -1387,7 +1393,7 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
     minimal = True
     cover = {"grid": pnames} if cover is None else cover
     found = [model]          # counterexamples seen (each checked by evaluation): a box holding one is sat
-    decided: Dict[tuple, str] = {}   # pieces shown to hold no counterexample (:func:`_by_pieces`)
+    decided: set = set()     # pieces shown to hold no counterexample (:func:`_by_pieces`)
     for var in order:
         if var not in model:
             continue
@@ -1398,9 +1404,9 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
                 return "stop", None
             b = dict(fixed)
             b[var] = (a, ub)
-            for m in found:                    # a counterexample seen already (a sat box, a candidate)
-                if _in_box(m, b):
-                    return "sat", m
+            m = _seen(found, b)                # a counterexample seen already (a sat box, a candidate)
+            if m is not None:
+                return "sat", m
             m = _probe_within(q, b, order, pnames, arrays) if var in ORDER else None   # by evaluation first
             if m is not None:
                 found.append(m)
