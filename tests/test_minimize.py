@@ -498,6 +498,20 @@ def test_a_smaller_batch_raises_the_claims_own_variables_too():
     needs: it fails, at nhead_k 64 and seqlen_k near 2**20.  Raising nhead_q, seqlen_q and
     seqlen_k alone leaves one K head there, and breaks nothing."""
     from addrsim.prove.query import _lowered, _raised
+    q, start, names = _k_offset_query()
+    conds, claim = q.conds, q.claim
+    assert violates(conds, claim, start)
+    low = _lowered(start, "batch", 1, names)
+    assert not violates(conds, claim, low)
+    raised = _raised(q, low, "batch", names)
+    assert raised["batch"] == 1 and violates(conds, claim, raised)
+    assert raised["nhead_k"] == 64 and raised["nhead_k"] * raised["seqlen_k"] >= 1 << 24 and q.used == 0
+
+
+def _k_offset_query():
+    """(query, failing shape at batch 64, grid names) of the K-offset problem:
+    (batch_id + nhead_k)*seqlen_k*256 bytes in 32 bits, device memory
+    batch*(seqlen_q + nhead_k*seqlen_k) <= 2**26."""
     HK, SK = Sym("nhead_k", 64, "shape"), Sym("seqlen_k", 64, "shape")
     exact = X.mul(X.mul(X.add(X.zext(BID, 64), HK), SK), Const(256, 64))
     wrapped = X.mul(X.mul(X.add(BID, X.extract(HK, 31, 0)), X.extract(SK, 31, 0)), Const(256, 32))
@@ -511,13 +525,8 @@ def test_a_smaller_batch_raises_the_claims_own_variables_too():
     q = Query(conds, claim, ranges, 10 ** 7)
     start = {"batch": 64, "nhead_q": 1, "nhead_k": 1, "seqlen_q": 1, "seqlen_k": 1 << 18, "batch_id": 63,
              "head_id": 0, "tile": 0, "lane": 0}
-    assert violates(conds, claim, start)
     names = {"batch": "batch_id", "head": "head_id", "tile": "tile", "lane": "lane", "arrays": None}
-    low = _lowered(start, "batch", 1, names)
-    assert not violates(conds, claim, low)
-    raised = _raised(q, low, "batch", names)
-    assert raised["batch"] == 1 and violates(conds, claim, raised)
-    assert raised["nhead_k"] == 64 and raised["nhead_k"] * raised["seqlen_k"] >= 1 << 24 and q.used == 0
+    return q, start, names
 
 
 def _gqa_problem(traits):
@@ -626,6 +635,53 @@ def test_the_tile_that_straddles_2_to_the_32_is_found_where_the_last_tile_breaks
     m = crossing_at(conds, claim, wraps, point, NAMES, 100, 0)
     assert m is not None and m["tile"] == 64 and violates(conds, claim, m)
     assert crossing_at(conds, claim, wraps, dict(point, nhead_q=8, head_id=7), NAMES, 100, 0) is None
+
+
+def test_straddling_tiles_of_many_shapes_are_each_the_one_found_alone():
+    """The crossing probe over several shapes at once (one batch): each shape gets the tile
+    it gets alone (tile 64 where the heads reach 16, none where they do not)."""
+    from addrsim.prove.probe import crossing_at, crossings_at
+    conds, claim = _straddle_claim()
+    wraps = [n for n in X.walk(claim) if isinstance(n, X.Op) and n.op in ("add", "mul") and n.width == 32]
+    points = [{"nhead_q": h, "head_id": h - 1, "tile": 100, "tid_x": 0} for h in (32, 8, 17, 16, 64)]
+    alone = [crossing_at(conds, claim, wraps, p, NAMES, 100, 0) for p in points]
+    assert [m and m["tile"] for m in alone] == [64, None, 64, None, 64]
+    assert crossings_at(conds, claim, wraps, points, NAMES, [100] * 5, 0) == alone
+
+
+def test_candidates_raised_together_are_each_the_one_raised_alone():
+    """The K-offset problem of the test above: lowered shapes of several batches raised in one
+    batch of evaluations give, point by point, what each gets raised alone (nhead_k and
+    seqlen_k raised to the device memory left)."""
+    from addrsim.prove.query import _lowered, _raised, _raised_many
+    q, start, names = _k_offset_query()
+    lows = [_lowered(start, "batch", b, names) for b in (1, 2, 5, 17, 64)]
+    alone = [_raised(q, t, "batch", names) for t in lows]
+    assert _raised_many(q, lows, "batch", names) == alone
+    assert violates(q.conds, q.claim, alone[0]) and len({tuple(sorted(t.items())) for t in alone}) == 5
+
+
+def test_the_evaluation_floor_is_the_step_by_step_bisection():
+    """The floor evaluates the candidates of the next bisection steps together; the value it
+    returns is the one a bisection that evaluates one candidate at a time returns (the
+    trait-rounded seqlen of the test above, and the batch of the K-offset problem)."""
+    from addrsim.prove.query import _candidates, _eval_floor, _fitting
+    claim = _u32_wrap(4096, H, S)
+    q = _eval_query(claim, [X.eq(X.urem(S, Const(64, 64)), Const(0, 64))], dict(_ranges(1 << 20), nhead_q=(3, 3), tid_x=(0, 0)))
+    start = {"batch": 1, "nhead_q": 3, "seqlen_q": 1009216, "batch_id": 0, "head_id": 2, "tile": 0, "tid_x": 0}
+    k, kstart, knames = _k_offset_query()
+    for q_, model, var, names in ((q, start, "seqlen_q", NAMES), (k, kstart, "batch", knames)):
+        a, b, best = 1, model[var], model
+        while a < b:                                     # one candidate at a time
+            mid = (a + b) // 2
+            for x in _fitting(mid, b):
+                t = _candidates(q_, model, var, [x], names)[0]
+                if t is not None:
+                    best, b = t, x
+                    break
+            else:
+                a = mid + 1
+        assert _eval_floor(q_, model, var, 1, names) == best
 
 
 @pytest.mark.slow

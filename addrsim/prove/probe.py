@@ -88,7 +88,9 @@ PROGRAMS = IdCache(Program)    # compiled conditions and claims (a memo: determi
 _NAMES = IdCache(lambda es: frozenset(X.symbols(es[0])), size=4096)   # the symbols one expression reads
 
 
-def _names(e: Expr) -> frozenset:
+def names_read(e: Expr) -> frozenset:
+    """The names of the symbols ``e`` reads (memoised by identity: a condition list is
+    evaluated thousands of times by minimisation)."""
     return _NAMES((e,))
 
 
@@ -110,6 +112,16 @@ class _Batch:
         """Points given as arrays already (symbol name -> uint64 array, equal lengths)."""
         b = cls.__new__(cls)
         b.conds, b.claim, b.arrays, b.env, b.n = conds, claim, {}, env, len(next(iter(env.values())))
+        return b
+
+    @classmethod
+    def from_env(cls, conds, claim, env: Dict[str, np.ndarray], arrays=None) -> "_Batch":
+        """Points given as arrays (symbol name -> uint64 array, equal lengths), with the
+        model's array specs: as ``_Batch(conds, claim, envs, arrays)`` of the same points,
+        without a dict per point."""
+        b = cls.of_arrays(conds, claim, env)
+        b.arrays = arrays or {}
+        b.sync()
         return b
 
     def sync(self, env=None) -> None:
@@ -140,7 +152,7 @@ class _Batch:
 
     def _eval(self, env, claim: bool, reading: Optional[str] = None) -> np.ndarray:
         env = self._with_arrays(self.env if env is None else env)
-        conds = self.conds if reading is None else [c for c in self.conds if reading in _names(c)]
+        conds = self.conds if reading is None else [c for c in self.conds if reading in names_read(c)]
         vals = PROGRAMS(list(conds) + ([self.claim] if claim else [])).run(env)
         ok = np.ones(self.n, dtype=bool)
         for i, x in enumerate(vals):
@@ -478,21 +490,35 @@ def crossing_at(conds, claim, nodes: Sequence[Expr], point: Dict[str, int], grid
     2**26 - 64 bytes: tile 64 of 101).  Where the straddling offsets are a thin band that no
     tile's start reaches (gfx942 bwd_hd128_bf16_a16_rtna_pddv dK BSHD at hdim 120), it finds
     nothing.  Raises nothing: an expression numpy does not evaluate gives None."""
+    return crossings_at(conds, claim, nodes, [point], grid, [tile_hi], lane_hi)[0]
+
+
+def crossings_at(conds, claim, nodes: Sequence[Expr], points: List[Dict[str, int]], grid: Dict[str, str],
+                 tile_his: List[int], lane_hi: int) -> List[Optional[Dict[str, int]]]:
+    """:func:`crossing_at` of each point of ``points`` (each with its own last tile), those
+    that fit evaluated together: each result is the one the point gets alone (a point that
+    does not fit is repaired with random draws, so it is evaluated alone)."""
     terms = [t for t in (exact_term(n) for n in nodes) if t is not None]
-    if not terms or grid["tile"] not in point or grid["lane"] not in point:
-        return None
+    if not points or not terms or grid["tile"] not in points[0] or grid["lane"] not in points[0]:
+        return [None] * len(points)
     try:
-        return _crossing_vector(conds, claim, terms, [dict(point)], grid, tile_hi, lane_hi, 0)
+        if not _Batch(conds, claim, points).fits().all():
+            return [_crossing_vector(conds, claim, terms, [dict(p)], grid, hi, lane_hi, 0, True)[0]
+                    for p, hi in zip(points, tile_his)]
+        return _crossing_vector(conds, claim, terms, [dict(p) for p in points], grid,
+                                np.array(tile_his, dtype=np.uint64), lane_hi, 0, True)
     except NoVec:
-        return None
+        return [None] * len(points)
 
 
-def _crossing_vector(conds, claim, terms, envs, grid, tile_hi, lane_hi, seed):
+def _crossing_vector(conds, claim, terms, envs, grid, tile_hi, lane_hi, seed, each: bool = False):
+    """The first counterexample of :func:`crossing` among ``envs`` (index order), or None;
+    with ``each``, a list: each point's first one (or None).  Raises NoVec."""
     tile, lane = grid["tile"], grid["lane"]
     b = _Batch(conds, claim, envs)
     ok = _repair_all(b, grid, b.fits(), np.random.default_rng(seed))
     if not ok.any():
-        return None
+        return [None] * len(envs) if each else None
     _last_tiles(b, ok, tile, tile_hi)
     rows = np.flatnonzero(ok)
     tiles = set()
@@ -515,5 +541,13 @@ def _crossing_vector(conds, claim, terms, envs, grid, tile_hi, lane_hi, seed):
     env[tile] = np.repeat(np.array([t for _, t in pairs], dtype=np.uint64), k)
     env[lane] = np.tile(lanes, len(pairs))
     c = _Batch.of_arrays(conds, claim, env)
-    hit = np.flatnonzero(c.fails())
-    return c.point(int(hit[0])) if len(hit) else None
+    fails = c.fails()
+    if not each:
+        hit = np.flatnonzero(fails)
+        return c.point(int(hit[0])) if len(hit) else None
+    out: List[Optional[Dict[str, int]]] = [None] * len(envs)
+    hit = np.flatnonzero(fails)
+    rows_hit, first = np.unique(idx[hit // k], return_index=True)     # each point's first hit
+    for r, j in zip(rows_hit, first):
+        out[int(r)] = c.point(int(hit[j]))
+    return out

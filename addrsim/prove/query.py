@@ -27,7 +27,7 @@ from addrsim.ir.bounded import ite_conditions, strengthened, with_conditions, wi
 from addrsim.prove.idioms import drop_zero_guards
 from addrsim.ir.poly import cancelled, ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
-from addrsim.prove.probe import _Batch, _last_tiles, crossing, crossing_at, probe, shrink, uniform_arrays
+from addrsim.prove.probe import _Batch, _last_tiles, crossing, crossings_at, names_read, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
 from addrsim.backends.z3_bv import holds_bv, to_bv
 from addrsim.backends.z3_int import IntEncoder
@@ -954,10 +954,13 @@ def holds_exactly(conds, claim, mdl) -> bool:
 
 
 def env_of(exprs, mdl):
+    """The evaluation environment of ``exprs`` under the model ``mdl``: its arrays, and each
+    symbol the expressions read at its value in the model (0 where the model has none)."""
     env = {k: v for k, v in mdl.items() if k.endswith("[]")}
     for e in exprs:
-        for s in X.symbols(e).values():
-            env.setdefault(s.name, mdl.get(s.name, 0))
+        for n in names_read(e):
+            if n not in env:
+                env[n] = mdl.get(n, 0)
     return env
 
 
@@ -1056,23 +1059,57 @@ def _eval_floor(q: Query, model, var: str, lo: int, names):
     value found that keeps it a counterexample of ``q`` (the other variables as in ``model``,
     except that the grid ids, nhead_k and seqlen_k follow a smaller batch, nhead_q or
     seqlen_q).  Cheap and never wrong: each candidate is checked by :func:`violates`; the
-    solver then shows whether anything smaller fails."""
-    keep = q.keep if q.arith == "int" else None
+    solver then shows whether anything smaller fails.  The candidates of the next
+    SPECULATE steps of the bisection are evaluated together (:func:`_candidates`, a
+    function of the value alone), so the floor is the one a step-by-step bisection finds."""
     a, b, best = lo, model[var], model
+    known: Dict[int, Optional[dict]] = {}
     while a < b:
         mid = (a + b) // 2
-        for x in _fitting(mid, b):
-            t = _lowered(model, var, x, names)
-            if names.get("arrays") and not violates(q.conds, q.claim, t, keep):
-                t = uniform_arrays(t, names["arrays"])    # sequence starts that fit the smaller shape
-            if not violates(q.conds, q.claim, t, keep) and keep is None:
-                t = _raised(q, t, var, names)     # a smaller batch may need more heads or a longer sequence
-            if t is not None and violates(q.conds, q.claim, t, keep):
-                best, b = t, x
-                break
-        else:
+        xs = _fitting(mid, b)
+        if any(x not in known for x in xs):
+            todo = sorted({x for x in _speculated(a, b, SPECULATE) if x not in known})
+            known.update(zip(todo, _candidates(q, model, var, todo, names)))
+        hit = next((x for x in xs if known[x] is not None), None)
+        if hit is None:
             a = mid + 1
+        else:
+            best, b = known[hit], hit
     return best
+
+
+SPECULATE = 2         # bisection steps of :func:`_eval_floor` whose candidates are evaluated at once
+
+
+def _speculated(a: int, b: int, steps: int) -> List[int]:
+    """The values a bisection of [a, b) by :func:`_eval_floor` tries in its next ``steps``
+    steps (each mid's :func:`_fitting` values), were each step decided at its mid itself."""
+    out, frontier = [], [(a, b)]
+    for _ in range(steps):
+        nxt = []
+        for lo, hi in frontier:
+            if lo < hi:
+                mid = (lo + hi) // 2
+                out += _fitting(mid, hi)
+                nxt += [(lo, mid), (mid + 1, hi)]
+        frontier = nxt
+    return out
+
+
+def _candidates(q: Query, model, var: str, xs: List[int], names) -> List[Optional[dict]]:
+    """For each value x of ``xs``: ``model`` lowered to ``var`` = x (:func:`_lowered`; in
+    group mode with uniform sequence starts when its own do not fit), raised where it breaks
+    nothing (:func:`_raised_many`, all at once), when that is a counterexample of ``q``
+    (checked by :func:`violates`); else None."""
+    keep = q.keep if q.arith == "int" else None
+    fails = lambda t: violates(q.conds, q.claim, t, keep)  # noqa: E731
+    ts = [_lowered(model, var, x, names) for x in xs]
+    if names.get("arrays"):
+        ts = [t if fails(t) else uniform_arrays(t, names["arrays"]) for t in ts]   # sequence starts that fit
+    low = [i for i, t in enumerate(ts) if keep is None and not fails(t)]
+    for i, t in zip(low, _raised_many(q, [ts[i] for i in low], var, names)):
+        ts[i] = t                               # a smaller batch may need more heads or a longer sequence
+    return [t if t is not None and fails(t) else None for t in ts]
 
 
 GRAINS = (8, 64, 128, 192, 256)
@@ -1094,104 +1131,150 @@ RAISE_GRID = 48       # candidate values per variable and refinement round
 
 
 def _raised(q: Query, t, var: str, names):
-    """``t`` with the shape variables after ``var`` (hdim_q with hdim_v, nhead_q, seqlen_q,
-    seqlen_k) raised, in that order, to about the largest value the conditions allow
-    (evaluated over a grid of candidates at once, :class:`addrsim.prove.probe._Batch`; multiples of 64 included for the
-    sequence traits), the grid ids to the last workgroup (batch_id = batch - 1,
-    head_id = nhead_q - 1), then the last tile and a failing lane
-    (:func:`_worst_tile_and_lane`): a 32-bit wrap lost by a smaller batch shows again there.
-    When that point is no counterexample (bit-vector reading), the same with ``t``'s own tile
-    and lane.  None when the point does not fit or numpy cannot evaluate the conditions."""
+    """:func:`_raised_many` of the one point ``t``."""
+    return _raised_many(q, [t], var, names)[0]
+
+
+def _raised_many(q: Query, ts: List[dict], var: str, names) -> List[Optional[dict]]:
+    """Each point of ``ts`` with the shape variables after ``var`` (hdim_q with hdim_v,
+    nhead_q, seqlen_q, seqlen_k) raised, in that order, to about the largest value the
+    conditions allow (evaluated over a grid of candidates, every point's at once,
+    :class:`addrsim.prove.probe._Batch`; multiples of 64 included for the sequence traits),
+    the grid ids to the last workgroup (batch_id = batch - 1, head_id = nhead_q - 1), then
+    the last tile and a failing lane (:func:`_worst_tile_and_lane_many`): a 32-bit wrap lost
+    by a smaller batch shows again there.  Where that point is no counterexample (bit-vector
+    reading), the same with the point's own tile and lane.  None for a point that does not
+    fit, or when numpy cannot evaluate the conditions.  Each point's result is the one it
+    gets alone (the batches evaluate point by point)."""
     tile = names.get("tile")
-    first = None
-    if tile in t and tile in _after(names, var):
+    firsts: List[Optional[dict]] = [None] * len(ts)
+    out: List[Optional[dict]] = [None] * len(ts)
+    if ts and tile in ts[0] and tile in _after(names, var):
         # a tile of a larger shape may not exist in this one: from the first tile up
-        first = _raised_from(q, dict(t, **{tile: q.ranges.get(tile, (0, 0))[0]}), var, names, True)
-        if first is not None and violates(q.conds, q.claim, first):
-            return first
-    return _raised_from(q, t, var, names, False) or first
+        lo = q.ranges.get(tile, (0, 0))[0]
+        firsts = _raised_from_many(q, [dict(t, **{tile: lo}) for t in ts], var, names, True)
+    rest = [i for i, f in enumerate(firsts) if f is None or not violates(q.conds, q.claim, f)]
+    for i in set(range(len(ts))) - set(rest):
+        out[i] = firsts[i]
+    for i, got in zip(rest, _raised_from_many(q, [ts[i] for i in rest], var, names, False)):
+        out[i] = got or firsts[i]
+    return out
 
 
-def _raised_from(q: Query, t, var: str, names, worst: bool):
-    """:func:`_raised` from ``t``; with ``worst``, then the last tile and a failing lane.
-    The variables after ``var`` are raised one at a time, each taking what the conditions
-    (device memory) leave, so the order decides the point: first hdim_q (hdim_v following it:
-    a padded kernel's least failing nhead_q needs hdim 120, not 72), nhead_q, seqlen_q, seqlen_k;
-    when that point breaks nothing, the claim's own variables first, nhead_k among them (K's
-    offset reads nhead_k and seqlen_k: raising seqlen_q first takes the memory K's rows
-    need, and on gfx942 a32_rtna_psskddv K BHSD the batch stayed at 2849, not 2)."""
-    first = None
-    for order in _raise_orders(q, t, var):
-        got = _raised_in(q, dict(t), var, names, worst, order)
-        if got is not None and violates(q.conds, q.claim, got):
-            return got
-        first = first or got
-    return first
+def _raised_from_many(q: Query, ts: List[dict], var: str, names, worst: bool) -> List[Optional[dict]]:
+    """:func:`_raised_many` from each point of ``ts``; with ``worst``, then the last tile
+    and a failing lane.  The variables after ``var`` are raised one at a time, each taking
+    what the conditions (device memory) leave, so the order decides the point: first hdim_q
+    (hdim_v following it: a padded kernel's least failing nhead_q needs hdim 120, not 72),
+    nhead_q, seqlen_q, seqlen_k; for a point that then breaks nothing, the claim's own
+    variables first, nhead_k among them (K's offset reads nhead_k and seqlen_k: raising
+    seqlen_q first takes the memory K's rows need, and on gfx942 a32_rtna_psskddv K BHSD the
+    batch stayed at 2849, not 2)."""
+    out: List[Optional[dict]] = [None] * len(ts)
+    first: List[Optional[dict]] = [None] * len(ts)
+    todo = list(range(len(ts)))
+    for order in (_raise_orders(q, ts[0], var) if ts else []):
+        got = _raised_in_many(q, [dict(ts[i]) for i in todo], var, names, worst, order)
+        left = []
+        for i, g in zip(todo, got):
+            if g is not None and violates(q.conds, q.claim, g):
+                out[i] = g
+            else:
+                first[i] = first[i] or g
+                left.append(i)
+        todo = left
+    for i in todo:
+        out[i] = first[i]
+    return out
 
 
 def _raise_orders(q: Query, t, var: str) -> List[List[str]]:
-    """The orders :func:`_raised_from` tries (see there), each once."""
+    """The orders :func:`_raised_from_many` tries (see there), each once."""
     later = [v for v in RAISE if v in t and ORDER.index(v) > ORDER.index(var)] if var in ORDER else []
     read = set(X.symbols(q.claim))
     orders = [[v for v in later if v != "nhead_k"], [v for v in later if v in read] + [v for v in later if v not in read]]
     return [o for i, o in enumerate(orders) if o not in orders[:i]]
 
 
-def _raised_in(q: Query, t, var: str, names, worst: bool, order: List[str]):
-    """``t`` with the variables of ``order`` raised in that order (:func:`_raise_one`), the
-    grid ids to the last workgroup and, with ``worst``, the last tile and a failing lane;
-    None when that does not fit or numpy cannot evaluate the conditions."""
+def _raised_in_many(q: Query, ts: List[dict], var: str, names, worst: bool, order: List[str]):
+    """Each point of ``ts`` with the variables of ``order`` raised in that order
+    (:func:`_raise_one_many`), the grid ids to the last workgroup and, with ``worst``, the
+    last tile and a failing lane; None for a point that does not fit, and for every point
+    when numpy cannot evaluate the conditions."""
+    arrays = names.get("arrays")
     try:
         for v in order:
-            t = _raise_one(q, t, v, names)
-        t = _last_ids(t, names, var)
-        if not _Batch(q.conds, q.claim, [t], names.get("arrays")).fits()[0]:
-            return None
+            ts = _raise_one_many(q, ts, v, names)
+        ts = [_last_ids(t, names, var) for t in ts]
+        ok = _Batch(q.conds, q.claim, ts, arrays).fits() if ts else []
+        ts = [t if ok[i] else None for i, t in enumerate(ts)]
         if worst:
-            t = _worst_tile_and_lane(q, t, names, var)
+            ts = _worst_tile_and_lane_many(q, ts, names, var)
     except NoVec:
-        return None
-    return uniform_arrays(t, names.get("arrays"))
+        return [None] * len(ts)
+    return [None if t is None else uniform_arrays(t, arrays) for t in ts]
 
 
 LANES = 1024          # work-items per workgroup at most (AMDGPUUsage: flat workgroup size <= 1024)
 
 
-def _worst_tile_and_lane(q: Query, t, names, var: str):
-    """``t`` (which fits) with the tile id raised to the last tile its shape launches (by
-    bisection over the conditions, :func:`addrsim.prove.probe._last_tiles`) and the lane set
-    to the first lane, of every lane of the workgroup evaluated at once, at which the claim
-    fails there: the largest offset a shape reaches, where a 32-bit wrap shows first (the
-    tile and lane terms of an offset can move the least failing seqlen_q by tens of
-    thousands).  Only what comes after ``var`` (the variable being lowered) in the
-    minimisation order moves.  When no lane of the last tile fails, the tile whose offset
-    straddles 2**32 (:func:`addrsim.prove.probe.crossing_at`: a relative claim's workgroups
-    wrap alike past it).  ``t`` with its own tile and lane when none of that fails."""
+def _worst_tile_and_lane_many(q: Query, ts: List[Optional[dict]], names, var: str) -> List[Optional[dict]]:
+    """Each point of ``ts`` (which fits; None stays None) with the tile id raised to the
+    last tile its shape launches (by bisection over the conditions,
+    :func:`addrsim.prove.probe._last_tiles`) and the lane set to the first lane, of every
+    lane of the workgroup evaluated at once, at which the claim fails there: the largest
+    offset a shape reaches, where a 32-bit wrap shows first (the tile and lane terms of an
+    offset can move the least failing seqlen_q by tens of thousands).  Only what comes after
+    ``var`` (the variable being lowered) in the minimisation order moves.  When no lane of
+    the last tile fails, the tile whose offset straddles 2**32
+    (:func:`addrsim.prove.probe.crossing_at`: a relative claim's workgroups wrap alike past
+    it).  A point keeps its own tile and lane when none of that fails.  Raises NoVec."""
     free = _after(names, var)
     tile, lane = names.get("tile"), names.get("lane")
     arrays = names.get("arrays")
-    if tile in t and lane in free:
-        # ``t`` fits: only the conditions that read the tile (then the lane) can change
-        b = _Batch(q.conds_reading(tile), q.claim, [t], arrays)
-        if tile in free:
-            _last_tiles(b, np.ones(1, dtype=bool), tile, q.ranges.get(tile, (0, t[tile]))[1])
-        raised = b.point(0)
-        if b.fails()[0]:
-            return raised
-        if lane not in raised:
-            return t
-        lane_hi = q.ranges.get(lane, (0, LANES - 1))[1]
-        lanes = [dict(raised, **{lane: i}) for i in range(min(LANES, lane_hi + 1))]
-        hit = np.flatnonzero(_Batch(q.conds_reading(lane), q.claim, lanes, arrays).fails())
-        if len(hit):
-            return uniform_arrays(lanes[int(hit[0])], arrays)
-        if tile in free and not arrays:
-            # the last tile has wrapped for both workgroups alike: the tile that straddles 2**32
-            m = crossing_at(q.conds, q.claim, [n for n, _, _ in q.enc.wrapped], raised, names,
-                            raised[tile], lane_hi)
+    live = [i for i, t in enumerate(ts) if t is not None]
+    if not live or tile not in ts[live[0]] or lane not in free:
+        return ts
+    # the points fit: only the conditions that read the tile (then the lane) can change
+    b = _Batch(q.conds_reading(tile), q.claim, [ts[i] for i in live], arrays)
+    if tile in free:
+        top = np.array([q.ranges.get(tile, (0, ts[i][tile]))[1] for i in live], dtype=np.uint64)
+        _last_tiles(b, np.ones(len(live), dtype=bool), tile, top)
+    out = list(ts)
+    failing = b.fails()
+    raised = {i: b.point(j) for j, i in enumerate(live)}
+    rest = [i for j, i in enumerate(live) if not failing[j]]
+    for j, i in enumerate(live):
+        if failing[j]:
+            out[i] = raised[i]
+    if not rest or lane not in raised[rest[0]]:
+        return out
+    lane_hi = q.ranges.get(lane, (0, LANES - 1))[1]
+    lanes = range(min(LANES, lane_hi + 1))
+    hits = _first_failing_lanes(q, [raised[i] for i in rest], lane, lanes, arrays)
+    for i, h in zip(rest, hits):
+        if h is not None:
+            out[i] = uniform_arrays(dict(raised[i], **{lane: lanes[h]}), arrays)
+    if tile in free and not arrays:
+        # the last tile has wrapped for both workgroups alike: the tile that straddles 2**32
+        left = [i for i, h in zip(rest, hits) if h is None]
+        got = crossings_at(q.conds, q.claim, [n for n, _, _ in q.enc.wrapped], [raised[i] for i in left], names,
+                           [raised[i][tile] for i in left], lane_hi)
+        for i, m in zip(left, got):
             if m is not None:
-                return m
-    return t
+                out[i] = m
+    return out
+
+
+def _first_failing_lanes(q: Query, points: List[dict], lane: str, lanes: range, arrays) -> List[Optional[int]]:
+    """For each point, the index in ``lanes`` of the first lane at which the claim fails
+    (every lane of every point evaluated at once), or None."""
+    k = len(lanes)
+    env = {n: np.repeat(np.array([p[n] for p in points], dtype=np.uint64), k)
+           for n in points[0] if not n.endswith("[]")}
+    env[lane] = np.tile(np.asarray(lanes, dtype=np.uint64), len(points))
+    fails = _Batch.from_env(q.conds_reading(lane), q.claim, env, arrays).fails().reshape(len(points), k)
+    return [int(np.argmax(r)) if r.any() else None for r in fails]
 
 
 def _after(names, var: str):
@@ -1211,23 +1294,55 @@ def _last_ids(t, names, var: str = ""):
     return t
 
 
-def _raise_one(q: Query, t, v: str, names):
-    hi = q.ranges.get(v, (t[v], t[v]))[1]
-    lo = t[v]
+def _raise_one_many(q: Query, ts: List[dict], v: str, names) -> List[dict]:
+    """Each point of ``ts`` with ``v`` raised to about the largest value the conditions allow
+    (the grid ids at the last workgroup): a grid of RAISE_GRID + 1 candidates from its value
+    up, then between the last two that fit; every point's candidates in one batch.  A point
+    none of whose candidates fits keeps its value.  Raises NoVec."""
+    ts = list(ts)
+    state = {i: (t[v], q.ranges.get(v, (t[v], t[v]))[1]) for i, t in enumerate(ts)}     # lo, hi
     for _ in range(2):                                   # a coarse grid, then between its last two fits
-        if lo >= hi:
+        live = [i for i, (lo, hi) in state.items() if lo < hi]
+        if not live:
             break
-        step = max(1, (hi - lo) // RAISE_GRID)
-        cands = sorted({min(hi, lo + j * step) for j in range(RAISE_GRID + 1)} |
-                       {c - c % 64 for c in range(lo, hi + 1, step) if c - c % 64 >= lo} | {hi})
-        trials = [_last_ids(_with(t, v, c), names) for c in cands]
-        ok = np.flatnonzero(_Batch(q.conds, q.claim, trials, names.get("arrays")).fits())
-        if not len(ok):
-            break
-        k = int(ok[-1])
-        t = _with(t, v, cands[k])
-        lo, hi = cands[k], (cands[k + 1] - 1 if k + 1 < len(cands) else cands[k])
-    return t
+        cands = [_raise_grid(*state[i]) for i in live]
+        for i, c, ok in zip(live, cands, _trials_fit(q, [ts[i] for i in live], v, cands, names)):
+            fit = np.flatnonzero(ok)
+            if not len(fit):
+                del state[i]
+                continue
+            k = int(fit[-1])
+            ts[i] = _with(ts[i], v, c[k])
+            state[i] = (c[k], c[k + 1] - 1 if k + 1 < len(c) else c[k])
+    return ts
+
+
+def _raise_grid(lo: int, hi: int) -> List[int]:
+    """The candidates of one round of :func:`_raise_one_many` in [lo, hi]: RAISE_GRID + 1
+    evenly spaced, the multiples of 64 among their steps (the sequence traits), and hi."""
+    step = max(1, (hi - lo) // RAISE_GRID)
+    return sorted({min(hi, lo + j * step) for j in range(RAISE_GRID + 1)} |
+                  {c - c % 64 for c in range(lo, hi + 1, step) if c - c % 64 >= lo} | {hi})
+
+
+def _trials_fit(q: Query, ts: List[dict], v: str, cands: List[List[int]], names) -> List[np.ndarray]:
+    """For each point of ``ts`` and each of its candidates for ``v`` (its follower moving
+    with it, :func:`_with`; the grid ids at the last workgroup, :func:`_last_ids`), whether
+    the conditions hold: one boolean array per point, all evaluated in one batch."""
+    reps = [len(c) for c in cands]
+    keys = sorted({k for t in ts for k in t if not k.endswith("[]")})
+    env = {k: np.repeat(np.array([t.get(k, 0) for t in ts], dtype=np.uint64), reps) for k in keys}
+    cv = np.concatenate([np.asarray(c, dtype=np.uint64) for c in cands])
+    f = FOLLOWS.get(v)
+    if f and f in env:
+        same = np.repeat(np.array([t.get(f) == t[v] for t in ts]), reps)
+        env[f] = np.where(same, cv, env[f])
+    env[v] = cv
+    for gid, dim in ((names["batch"], "batch"), (names["head"], "nhead_q")):
+        if gid in env and dim in env:
+            env[gid] = np.maximum(env[dim], np.uint64(1)) - np.uint64(1)
+    ok = _Batch.from_env(q.conds, q.claim, env, names.get("arrays")).fits()
+    return np.split(ok, np.cumsum(reps)[:-1])
 
 
 FOLLOWS = {"seqlen_q": "seqlen_k", "hdim_q": "hdim_v"}
