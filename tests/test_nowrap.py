@@ -582,6 +582,44 @@ def test_array_facts_built_once_per_check_are_those_built_afresh():
     assert len(array_facts(queries[2], prob)) > len(array_facts(queries[0], prob))
 
 
+def test_sequence_start_facts_hold_for_the_arrays_the_spec_allows_and_wrap_nothing():
+    """The facts of a sequence-start array read at batch_id, batch_id + 1, 0 and batch (the
+    reads of a group kernel): every array the model allows (non-decreasing, neighbours
+    1 to seqlen_q apart) satisfies them, an array with one step past seqlen_q does not, and
+    their integer encoding has no node that may wrap (each step is a sum of a 32-bit entry
+    and a shape size, not a difference that wraps when read the other way round: those were
+    56 satisfiable no-wrap obligations of every group-mode query)."""
+    from types import SimpleNamespace
+    from addrsim.backends.z3_int import IntEncoder
+    from addrsim.prove.query import array_facts
+    arr = Sym("seqstart_q", 48, "array")
+    tq = Sym("total_q", 64, "shape")
+    spec = {"first": c64(0), "last": tq, "step_max": S, "step_min": c64(1), "count": X.add(B, c64(1))}
+    prob = SimpleNamespace(array_specs={"seqstart_q": spec})
+    at = lambda off: X.zext(X.select(arr, off), 64)                                   # noqa: E731
+    bid4 = X.mul(X.zext(BID, 64), c64(4))
+    reads = [X.ule(at(bid4), at(X.add(bid4, c64(4)))), X.ule(at(c64(0)), at(X.mul(B, c64(4))))]
+    facts = array_facts(reads, prob)
+    rnd = random.Random(7)
+    for _ in range(100):
+        b, s = rnd.randint(1, 6), rnd.randint(1, 1000)
+        starts = [0]
+        for _ in range(b):
+            starts.append(starts[-1] + rnd.randint(1, s))
+        env = {"batch": b, "seqlen_q": s, "total_q": starts[-1], "batch_id": rnd.randrange(b),
+               "seqstart_q": 0, "seqstart_q[]": {4 * i: v for i, v in enumerate(starts)}}
+        assert all(X.evaluate(f, env) == 1 for f in facts)
+        i = rnd.randrange(b)
+        env["seqstart_q[]"] = {4 * j: v + (s if j > i else 0) for j, v in enumerate(starts)}
+        env["total_q"] = env["seqstart_q[]"][4 * b]
+        env["batch_id"] = i
+        assert not all(X.evaluate(f, env) == 1 for f in facts)      # entry i+1 is more than seqlen_q past i
+    enc = IntEncoder(dict(RANGES, total_q=(1, 1 << 30)))
+    for f in facts:
+        enc.holds(f)
+    assert not [n for n, _, _ in enc.wrapped if n.width == 64]
+
+
 @pytest.mark.parametrize("batch_hi,wraps", [(1, False), (3, True)])
 def test_a_batch_of_one_leaves_the_batch_offset_no_room_to_wrap(batch_hi, wraps):
     """``batch_id*(nhead_q*seqlen_q*256)*ratio`` in 32 bits, with ``batch_id < batch``, the exact
