@@ -115,13 +115,13 @@ class _Batch:
         return b
 
     @classmethod
-    def from_env(cls, conds, claim, env: Dict[str, np.ndarray], arrays=None) -> "_Batch":
-        """Points given as arrays (symbol name -> uint64 array, equal lengths), with the
-        model's array specs: as ``_Batch(conds, claim, envs, arrays)`` of the same points,
-        without a dict per point."""
+    def repeated(cls, conds, claim, points: List[Dict[str, int]], reps: Sequence[int], arrays=None) -> "_Batch":
+        """Each point of ``points`` ``reps[i]`` times in a row (its symbols' values; the
+        caller then sets the ones that vary along each run), with the model's array specs."""
+        keys = sorted({k for p in points for k in p if not k.endswith("[]")})
+        env = {k: np.repeat(np.array([p.get(k, 0) for p in points], dtype=np.uint64), reps) for k in keys}
         b = cls.of_arrays(conds, claim, env)
         b.arrays = arrays or {}
-        b.sync()
         return b
 
     def sync(self, env=None) -> None:
@@ -541,13 +541,10 @@ def _crossing_vector(conds, claim, terms, envs, grid, tile_hi, lane_hi, seed, ea
     env[tile] = np.repeat(np.array([t for _, t in pairs], dtype=np.uint64), k)
     env[lane] = np.tile(lanes, len(pairs))
     c = _Batch.of_arrays(conds, claim, env)
-    fails = c.fails()
-    if not each:
-        hit = np.flatnonzero(fails)
-        return c.point(int(hit[0])) if len(hit) else None
     out: List[Optional[Dict[str, int]]] = [None] * len(envs)
-    hit = np.flatnonzero(fails)
+    hit = np.flatnonzero(c.fails())
     rows_hit, first = np.unique(idx[hit // k], return_index=True)     # each point's first hit
     for r, j in zip(rows_hit, first):
         out[int(r)] = c.point(int(hit[j]))
-    return out
+    # the pairs are in (point, tile) order: the first hit of all is the least point's first
+    return out if each else next((m for m in out if m is not None), None)

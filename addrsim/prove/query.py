@@ -1158,9 +1158,10 @@ def _raised_many(q: Query, ts: List[dict], var: str, names) -> List[Optional[dic
         # a tile of a larger shape may not exist in this one: from the first tile up
         lo = q.ranges.get(tile, (0, 0))[0]
         firsts = _raised_from_many(q, [dict(t, **{tile: lo}) for t in ts], var, names, True)
-    rest = [i for i, f in enumerate(firsts) if f is None or not violates(q.conds, q.claim, f)]
-    for i in set(range(len(ts))) - set(rest):
-        out[i] = firsts[i]
+    for i, f in enumerate(firsts):
+        if f is not None and violates(q.conds, q.claim, f):
+            out[i] = f
+    rest = [i for i, o in enumerate(out) if o is None]
     for i, got in zip(rest, _raised_from_many(q, [ts[i] for i in rest], var, names, False)):
         out[i] = got or firsts[i]
     return out
@@ -1275,10 +1276,10 @@ def _first_failing_lanes(q: Query, points: List[dict], lane: str, lanes: range, 
     """For each point, the index in ``lanes`` of the first lane at which the claim fails
     (every lane of every point evaluated at once), or None."""
     k = len(lanes)
-    env = {n: np.repeat(np.array([p[n] for p in points], dtype=np.uint64), k)
-           for n in points[0] if not n.endswith("[]")}
-    env[lane] = np.tile(np.asarray(lanes, dtype=np.uint64), len(points))
-    fails = _Batch.from_env(q.conds_reading(lane), q.claim, env, arrays).fails().reshape(len(points), k)
+    b = _Batch.repeated(q.conds_reading(lane), q.claim, points, [k] * len(points), arrays)
+    b.env[lane] = np.tile(np.asarray(lanes, dtype=np.uint64), len(points))
+    b.sync()
+    fails = b.fails().reshape(len(points), k)
     return [int(np.argmax(r)) if r.any() else None for r in fails]
 
 
@@ -1335,8 +1336,8 @@ def _trials_fit(q: Query, ts: List[dict], v: str, cands: List[List[int]], names)
     with it, :func:`_with`; the grid ids at the last workgroup, :func:`_last_ids`), whether
     the conditions hold: one boolean array per point, all evaluated in one batch."""
     reps = [len(c) for c in cands]
-    keys = sorted({k for t in ts for k in t if not k.endswith("[]")})
-    env = {k: np.repeat(np.array([t.get(k, 0) for t in ts], dtype=np.uint64), reps) for k in keys}
+    b = _Batch.repeated(q.conds, q.claim, ts, reps, names.get("arrays"))
+    env = b.env
     cv = np.concatenate([np.asarray(c, dtype=np.uint64) for c in cands])
     f = FOLLOWS.get(v)
     if f and f in env:
@@ -1346,8 +1347,8 @@ def _trials_fit(q: Query, ts: List[dict], v: str, cands: List[List[int]], names)
     for gid, dim in ((names["batch"], "batch"), (names["head"], "nhead_q")):
         if gid in env and dim in env:
             env[gid] = np.maximum(env[dim], np.uint64(1)) - np.uint64(1)
-    ok = _Batch.from_env(q.conds, q.claim, env, names.get("arrays")).fits()
-    return np.split(ok, np.cumsum(reps)[:-1])
+    b.sync()
+    return np.split(b.fits(), np.cumsum(reps)[:-1])
 
 
 FOLLOWS = {"seqlen_q": "seqlen_k", "hdim_q": "hdim_v"}
