@@ -11,6 +11,13 @@ constant mask of contiguous bits j..k-1 (a lane's wave, ``tid_x & 0x3c0``) is ex
 shifts, ``mulhs``, binary32) become fresh bounded integers and the encoding is marked
 ``abstracted``: then "unsat" is still a proof, but a model must be checked on the bit-vector
 side before it is believed.
+
+A sum or difference read only as a signed value (:func:`signed_reads`: by ``slt``/``sle``, by
+another sum or difference of its width, or as the arm of an ``ite`` that selects it only when
+it is non-negative) is encoded by its exact value, without ``mod``, wherever its intervals or
+facts keep it inside [-2**(w-1), 2**(w-1)): every such reader gives the same result on the
+exact value as on its machine value (its residue mod 2**w).  A causal bottom-right kernel's
+``seqlen_k - seqlen_q`` and ``kv_tile*T - (seqlen_k - seqlen_q)`` are such values.
 """
 from __future__ import annotations
 
@@ -46,8 +53,10 @@ class IntEncoder:
     model of the conditions each node still takes its machine value."""
 
     def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset(),
-                 nowrap=frozenset(), facts_from=None, masks: bool = True):
+                 nowrap=frozenset(), facts_from=None, masks: bool = True, signed_ok=frozenset()):
         self.ranges = ranges
+        self.signed_ok = signed_ok    # ids of nodes read only as signed values (signed_reads)
+        self.signed_exact = set()     # ids of those encoded by a possibly negative exact value
         self.masks = masks            # an and with a contiguous mask encoded exactly (else a fresh integer)
         self.exact_masks = 0          # how many were
         self.ideal = ideal            # int mode (addrsim.backends.ideal): no wraps except in ``keep``
@@ -102,7 +111,12 @@ class IntEncoder:
         return v, 0, hi
 
     def enc(self, e: Expr) -> z3.ArithRef:
-        return self._go(e)[0]
+        """The term of ``e``, read as its machine value.  Raises AssertionError when ``e`` is
+        a node encoded by its signed value (``signed_ok`` not computed over these roots)."""
+        t = self._go(e)[0]
+        if id(e) in self.signed_exact:
+            raise AssertionError("a node read only as a signed value is a root of the encoding")
+        return t
 
     def holds(self, c: Expr) -> z3.BoolRef:
         return self.enc(c) == 1
@@ -126,12 +140,19 @@ class IntEncoder:
     def _learn(self, c: Expr) -> None:
         """Facts from one condition (encoded with plain intervals: they hold in its models):
         conjunctions, comparisons and negated comparisons (``xor(c, 1)``: not ``a <= b`` is
-        ``b < a``)."""
+        ``b < a``), and a disjunction all of whose terms but one are false at every point
+        (:meth:`_never`: group mode's array facts, "if offset a <= offset b then entry a <=
+        entry b", where the offsets are ``4*batch_id`` and ``4*batch_id + 4``)."""
         if not isinstance(c, Op):
             return
         if c.op == "and" and c.width == 1:
             for a in c.args:
                 self._learn(a)
+            return
+        if c.op == "or" and c.width == 1:
+            live = [a for a in c.args if not self._never(a)]
+            if len(live) == 1:
+                self._learn(live[0])
             return
         if c.op == "xor" and c.width == 1 and any(isinstance(a, Const) and a.value == 1 for a in c.args):
             inner = c.args[1] if isinstance(c.args[0], Const) else c.args[0]
@@ -141,6 +162,36 @@ class IntEncoder:
         if c.op in ("ult", "ule", "eq", "slt", "sle"):
             self._go(c)
             self._learn_cmp(c.op, c.args[0], c.args[1])
+
+    def _never(self, c: Expr) -> bool:
+        """Is the 1-bit ``c`` false at every point, by exact polynomials alone?  An unsigned
+        comparison or equality whose sides differ by a constant that makes it false; a
+        conjunction with such a term; the negation of one that is true.  False: not shown."""
+        return self._always(c) is False
+
+    def _always(self, c: Expr):
+        """True or False when the 1-bit ``c`` has that value at every point, by exact
+        polynomials (a constant difference of its sides); None when not shown."""
+        if not isinstance(c, Op) or c.width != 1:
+            return None
+        if c.op == "and":
+            got = [self._always(a) for a in c.args]
+            return False if False in got else (True if all(g is True for g in got) else None)
+        if c.op == "xor" and isinstance(c.args[1], Const) and c.args[1].value == 1:
+            got = self._always(c.args[0])
+            return None if got is None else not got
+        if c.op not in ("eq", "ult", "ule"):
+            return None
+        self._go(c.args[0])
+        self._go(c.args[1])
+        if id(c.args[0]) in self.signed_exact or id(c.args[1]) in self.signed_exact:
+            return None           # an exact negative value is not the machine value compared
+        pa, pb = self.poly(c.args[0]), self.poly(c.args[1])
+        d = P.add(pb, pa, -1) if pa is not None and pb is not None else None
+        if d is None or set(d) - {()}:
+            return None
+        k = d.get((), 0)          # b - a
+        return {"eq": k == 0, "ult": k > 0, "ule": k >= 0}[c.op]
 
     def _learn_cmp(self, op: str, x: Expr, y: Expr) -> None:
         """Facts from ``x op y`` (``ult``, ``ule``, ``eq``, ``slt``, ``sle``).  A bound on a
@@ -324,7 +375,7 @@ class IntEncoder:
         """(t, lo, hi) without ``mod`` when the facts bound ``poly`` inside ``w`` bits, else None."""
         if self.facts is None or self._learning or poly is None:
             return None
-        plo, phi = self.facts.bound(poly)
+        plo, phi = self.facts.bound_by_facts(poly, 0, (1 << w) - 1)
         if plo < 0 or phi >= 1 << w:
             return None
         self.nowrap_by_facts += 1
@@ -395,7 +446,10 @@ class IntEncoder:
     def _op(self, n: Op, w: int):
         op = n.op
         if op in ("ite", "sel"):
-            return INT[op](self, n, None, w)
+            r = INT[op](self, n, None, w)
+            if self.signed_exact:
+                self._check_signed_readers(n)
+            return r
         A = [self._go(a) for a in n.args]
         exact = self.ideal and id(n) not in self.keep
         if exact and op in ("add", "sub"):
@@ -404,7 +458,17 @@ class IntEncoder:
                  for x, v in zip(A, (_signed(c) for c in n.args))]
         if exact and op in _IDEAL:
             return _IDEAL[op](self, n, A, w)
-        return INT[op](self, n, A, w)
+        r = INT[op](self, n, A, w)
+        if self.signed_exact:
+            self._check_signed_readers(n)
+        return r
+
+    def _check_signed_readers(self, n: Op) -> None:
+        """Raise AssertionError when ``n`` reads a node encoded by its signed value other
+        than as :func:`signed_reads` allows (``signed_ok`` computed over other roots)."""
+        for i, a in enumerate(n.args):
+            if id(a) in self.signed_exact and not _reads_signed(n, i, a):
+                raise AssertionError(f"{n.op} reads a node encoded by its signed value")
 
 
 MAX_SPLITS = 3
@@ -447,6 +511,15 @@ def _sel(enc, n, A, w):
         f = enc.arrays[n.args[0].name] = z3.Function("sel_" + n.args[0].name, z3.IntSort(), z3.IntSort())
     t = f(off)
     enc.side += [t >= 0, t < (1 << 31)]
+    p = enc.poly(n.args[1]) if enc.facts is not None else None
+    if p is not None:
+        # one atom per element: reads whose offsets have the same exact polynomial (the
+        # claim's folded ``4*batch_id`` and the conditions' unfolded one) share their facts
+        key = ("sel", n.args[0].name, tuple(sorted(p.items(), key=repr)))
+        lo, hi = enc.facts.interval.get(key, (0, (1 << 31) - 1))
+        enc.facts.set_interval(key, max(lo, 0), min(hi, (1 << 31) - 1))
+        enc.polys[id(n)] = P.atom(key)
+        enc.nodes.setdefault(key, n)
     return t, 0, (1 << 31) - 1
 
 
@@ -461,13 +534,37 @@ def _polys(enc, n):
 def _add(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     ps = _polys(enc, n)
-    return enc._wrap(a + b, al + bl, ah + bh, w, poly=ps and P.add(*ps))
+    return _signed_or_wrap(enc, n, a + b, al + bl, ah + bh, w, ps and P.add(*ps))
 
 
 def _sub(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     ps = _polys(enc, n)
-    return enc._wrap(a - b, al - bh, ah - bl, w, poly=ps and P.add(ps[0], ps[1], -1))
+    return _signed_or_wrap(enc, n, a - b, al - bh, ah - bl, w, ps and P.add(ps[0], ps[1], -1))
+
+
+def _signed_or_wrap(enc, n, t, lo, hi, w, poly):
+    """The exact value ``t`` of a sum or difference that is read only as a signed value
+    (``enc.signed_ok``, :func:`signed_reads`) when its interval, or the facts' bound of its
+    polynomial, lies in [-2**(w-1), 2**(w-1)) but not in [0, 2**w); otherwise the usual
+    encoding (``_wrap``: exact inside [0, 2**w), else ``mod``)."""
+    half = 1 << (w - 1)
+    if lo >= 0 or id(n) not in enc.signed_ok or enc.ideal or id(n) in enc.nowrap:
+        return enc._wrap(t, lo, hi, w, poly=poly)
+    if poly is not None and enc.facts is not None and not enc._learning:
+        plo, phi = enc.facts.bound_by_facts(poly, 0, half - 1)
+        if plo >= 0 or not (-half <= max(lo, plo) and min(hi, phi) < half):
+            return enc._wrap(t, lo, hi, w, poly=poly)
+        if (plo, phi) != (lo, hi):
+            lo, hi = max(lo, plo), min(hi, phi)
+            enc.side += [t >= lo, t <= hi]
+    if not (-half <= lo and hi < half):
+        return enc._wrap(t, lo, hi, w, poly=poly)
+    if poly is not None:
+        enc.polys[id(n)] = poly
+    enc.exact.add(id(n))
+    enc.signed_exact.add(id(n))
+    return t, lo, hi
 
 
 def _mul(enc, n, A, w):
@@ -668,7 +765,67 @@ def _ite(enc, n, A, w):
         return r
     a, al, ah = enc._go(n.args[1])
     b, bl, bh = enc._go(n.args[2])
+    if al < 0 and _nonneg_when_selected(n, 1):
+        al = 0
+    if bl < 0 and _nonneg_when_selected(n, 2):
+        bl = 0
     return z3.If(c == 1, a, b), min(al, bl), max(ah, bh)
+
+
+def _nonneg_when_selected(n: Op, arm: int) -> bool:
+    """Does the condition of ``ite`` node ``n`` select its ``arm`` (1: when true, 2: when
+    false) only where that arm is non-negative as a signed value?  ``ite(0 <=s x, x, _)``,
+    ``ite(-1 <s x, x, _)``, ``ite(x <s 0, _, x)``, ``ite(x <=s -1, _, x)`` (a clamp at zero: a
+    causal bottom-right kernel's first row)."""
+    c, x = n.args[0], n.args[arm]
+    if not (isinstance(c, Op) and c.op in ("slt", "sle")):
+        return False
+    u, v = c.args
+    same = lambda e: e is x or X.digest(e) == X.digest(x)
+    k = _signed(u) if arm == 1 else _signed(v)
+    if arm == 1:        # k <= x or k < x
+        return same(v) and k is not None and (k >= 0 if c.op == "sle" else k >= -1)
+    return same(u) and k is not None and (k >= 0 if c.op == "slt" else k >= -1)   # not (x < k): x >= k
+
+
+def signed_reads(exprs) -> frozenset:
+    """Ids of the ``add``/``sub`` nodes of ``exprs`` (bit-vector IR) that every reader reads
+    as a signed value: an operand of ``slt``/``sle``; an operand of an ``add``/``sub`` of the
+    same width (whose own value is taken mod 2**w, or is itself such a node); the arm of an
+    ``ite`` that selects it only when non-negative (:func:`_nonneg_when_selected`).  A node
+    that is itself one of ``exprs`` (a root, read as it is) is never one.  For such a node the
+    exact value and the machine value give every reader the same result wherever the exact
+    value lies in [-2**(w-1), 2**(w-1)) (two's complement, AMD ISA guide section 4.3: the
+    32-bit integer ops wrap mod 2**32)."""
+    readers: Dict[int, list] = {}
+    nodes = {}
+    roots = set()
+    for e in exprs:
+        roots.add(id(e))
+        for n in X.walk(e):
+            if isinstance(n, Op):
+                nodes[id(n)] = n
+                for i, a in enumerate(n.args):
+                    readers.setdefault(id(a), []).append((n, i))
+    out = set()
+    for k, n in nodes.items():
+        if n.op not in ("add", "sub") or k in roots or n.width < 2:
+            continue
+        if all(_reads_signed(p, i, n) for p, i in readers.get(k, ())):
+            out.add(k)
+    return frozenset(out)
+
+
+def _reads_signed(p: Op, i: int, n: Op) -> bool:
+    """Does ``p`` read its operand ``i`` (the node ``n``) as a signed value (see
+    :func:`signed_reads`)?"""
+    if p.op in ("slt", "sle"):
+        return True
+    if p.op in ("add", "sub"):
+        return p.width == n.width
+    if p.op == "ite" and i in (1, 2):
+        return _nonneg_when_selected(p, i)
+    return False
 
 
 def _interval_truth(enc, c: Expr):
@@ -701,6 +858,13 @@ def _decided_by_intervals(op, al, ah, bl, bh, wa):
 def _pred(enc, n, A, w):
     (a, al, ah), (b, bl, bh) = A
     op = n.op
+    if n.args[0] is n.args[1]:
+        # x < x is 0 and x <= x, x == x are 1 (a carry-out of x + 0 the fold left: the
+        # unfolded offsets of the array facts, ``concat(ult(4*b, 4*b), 4*b)``)
+        v = 0 if op in ("ult", "slt") else 1
+        if enc.facts is not None:
+            enc.polys[id(n)] = P.const(v)
+        return z3.IntVal(v), v, v
     exact = enc.ideal and id(n) not in enc.keep
     if op in ("slt", "sle") and not exact:
         wa = n.args[0].width

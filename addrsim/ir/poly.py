@@ -206,6 +206,7 @@ class Facts:
         self.gran: Dict[object, int] = {}     # atom -> a constant that divides it in every model
         self.same: Dict[object, object] = {}  # atom -> an atom equal to it (a union-find forest)
         self._hi: Dict[Mono, int] = {}        # mono_hi's answers while interval, below and mono stay
+        self._by_mono: Dict[Mono, List[int]] = {}   # monomial -> indexes in nonneg of the facts with it
 
     def copy(self) -> "Facts":
         """An independent copy (for facts that hold in one case of a split)."""
@@ -216,6 +217,7 @@ class Facts:
         f.divides = set(self.divides)
         f.nonneg = list(self.nonneg)
         f._nonneg_seen = set(self._nonneg_seen)
+        f._by_mono = {k: list(v) for k, v in self._by_mono.items()}
         f.gran = dict(self.gran)
         f.same = dict(self.same)
         return f
@@ -307,6 +309,58 @@ class Facts:
         if key not in self._nonneg_seen:
             self._nonneg_seen.add(key)
             self.nonneg.append(p)
+            for m in p:
+                if m != ():
+                    self._by_mono.setdefault(m, []).append(len(self.nonneg) - 1)
+
+    def bound_by_facts(self, p: Poly, need_lo: int = None, need_hi: int = None,
+                       steps: int = 3) -> Tuple[int, int]:
+        """:meth:`bound`, tightened by the recorded facts ``g >= 0`` that share a monomial
+        with ``p``: ``p <= p + g`` and ``p >= p - g``, each fact taken once, greedily while the
+        bound improves, at most ``steps`` facts a side; a side already at ``need_lo`` (or
+        ``need_hi``) or better is not tightened (default: always).  An array's entries in order
+        (``sel_b - sel_a >= 0``) and its steps (``sel_b <= sel_a + seqlen_q``) bound the
+        difference of two reads, which intervals alone, monomial by monomial, do not."""
+        lo, hi = self.bound(p)
+        if not self._by_mono or len(p) < 2:
+            return lo, hi
+        need_lo = hi if need_lo is None else need_lo
+        need_hi = lo if need_hi is None else need_hi
+        if lo < need_lo:
+            lo = self._side(p, -1, steps)[0]
+        if hi > need_hi:
+            hi = self._side(p, 1, steps)[1]
+        return lo, hi
+
+    def _side(self, p: Poly, sign: int, steps: int) -> Tuple[int, int]:
+        """(lo, hi) of ``p`` after adding ``sign`` times facts (see :meth:`bound_by_facts`):
+        sign 1 lowers the upper bound, -1 raises the lower one."""
+        best, used = self.bound(p), set()
+        for _ in range(steps):
+            pick = None
+            for m in p:
+                for i in self._by_mono.get(m, ()):
+                    if i in used:
+                        continue
+                    q = add(p, self.nonneg[i], sign)
+                    if q is None:
+                        continue
+                    b = self.bound(q) if q else (0, 0)
+                    if (b[1] < best[1]) if sign > 0 else (b[0] > best[0]):
+                        pick, best = (i, q), b
+            if pick is None or not pick[1]:
+                break
+            used.add(pick[0])
+            p = pick[1]
+        return best
+        k = p.get((), 0)
+        r = tuple(sorted(((m, c) for m, c in p.items() if m != ()), key=repr))
+        if r in self._least:
+            lo = max(lo, self._least[r] + k)
+        neg = tuple(sorted(((m, -c) for m, c in r), key=repr))
+        if neg in self._least:
+            hi = min(hi, k - self._least[neg])
+        return lo, hi
 
     def propagate(self, rounds: int = 3) -> None:
         """Tighten atoms' intervals from the linear facts (bound propagation): a fact

@@ -30,7 +30,7 @@ from addrsim.model.models import SHAPE_VARS, Problem
 from addrsim.prove.probe import _Batch, _last_tiles, crossing, crossings_at, names_read, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
 from addrsim.backends.z3_bv import holds_bv, to_bv
-from addrsim.backends.z3_int import IntEncoder
+from addrsim.backends.z3_int import IntEncoder, signed_reads
 from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.backends import bitwuzla_run
 from addrsim.backends.z3_run import RU, WALLCLOCK_NOTE, Isolated
@@ -479,12 +479,17 @@ class Query:
         self._plain_tried = not self.use_facts
         self.split_vars: Optional[List[str]] = None   # the wrap cover's cut order (_split_vars)
         self.keep = kept_wraps(conds + [claim]) if arith == "int" else frozenset()
+        self.signed_ok = signed_reads(conds + [self.goal]) if arith == "bv" else frozenset()
         self.enc = self._encoder()
         if self.use_facts:
             # a proved float-reciprocal division keeps its binary32 term for d == 0
             # (addrsim.prove.idioms); where the facts show d > 0 (the GQA ratio) it is udiv alone
+            before = self.goal
             self.goal = drop_zero_guards(self.goal, lambda d: self.enc.implied(
                 X.ult(Const(0, d.width), d), certificates=False))
+            if self.goal is not before:      # other readers: the signed reads afresh
+                self.signed_ok = signed_reads(conds + [self.goal])
+                self.enc = self._encoder()
         # symbols the rewrites cancelled (a bounds claim's pointer): still variables of every
         # encoding, in their ranges, so every model names them and the claim evaluates
         kept = set(X.symbols(self.goal)).union(*[X.symbols(c) for c in conds])
@@ -545,7 +550,8 @@ class Query:
         from dominance and monomial bounds, :class:`addrsim.ir.poly.Facts`).  ``masks``
         False: an ``and`` with a contiguous mask is a fresh integer (:meth:`_relaxed`)."""
         return IntEncoder(self.ranges, ideal=self.arith == "int", keep=self.keep, nowrap=nowrap,
-                          facts_from=self.conds if self.use_facts else None, masks=masks)
+                          facts_from=self.conds if self.use_facts else None, masks=masks,
+                          signed_ok=self.signed_ok)
 
     def _relaxed(self, bounds, iru):
         """The integer stage once more with its exact bit masks relaxed to fresh integers, when
