@@ -637,3 +637,23 @@ def test_a_batch_of_one_leaves_the_batch_offset_no_room_to_wrap(batch_hi, wraps)
     enc.enc(e)
     assert (id(e) in enc.exact) is not wraps
     assert any(n is e for n, _, _ in enc.wrapped) is wraps
+
+
+def test_an_xor_of_lane_bits_stays_below_their_width_and_its_shift_does_not_wrap():
+    """((tid & 3) >> 1) ^ ((tid & 63) >> 5), shifted left by 1 (a swizzled column of the
+    gfx950 kernels' LDS reads): below 2, so the shift has no mod; the xor is a fresh integer
+    (an over-approximation) that admits the machine value at every lane.  An xor of
+    full-width values keeps its full range."""
+    tid = Sym("tid_x", 32, "lane")
+    sw = X.xor(X.lshr(X.band(tid, Const(3, 32)), Const(1, 32)), X.lshr(X.band(tid, Const(63, 32)), Const(5, 32)))
+    e = X.add(X.shl(sw, Const(1, 32)), X.band(tid, Const(1, 32)))
+    enc = IntEncoder({"tid_x": (0, 1023)})
+    t = enc.enc(e)
+    assert enc.interval(sw) == (0, 1) and not enc.wrapped
+    for lane in range(0, 1024, 7):
+        s = z3.Solver()
+        s.add(*enc.side, enc.vars["tid_x"] == lane, t == X.evaluate(e, {"tid_x": lane}))
+        assert s.check() == z3.sat, lane
+    full = IntEncoder({})
+    full.enc(X.xor(Sym("a", 32), Sym("b", 32)))
+    assert full.interval(X.xor(Sym("a", 32), Sym("b", 32)))[1] == 0xFFFFFFFF

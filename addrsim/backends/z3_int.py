@@ -750,7 +750,9 @@ def _or_xor(enc, n, A, w):
     za, zb = n.args
     if X.maxbits(za) <= X.lowzeros(zb) or X.maxbits(zb) <= X.lowzeros(za):
         return a + b, al + bl, ah + bh          # disjoint bits: or and xor are a sum
-    return enc.fresh(w, f"{n.op} of {za!r} and {zb!r}")
+    # both operands below 2**k: so is their or / xor (a lane's swizzled column, tid_x bits)
+    top = (1 << max(ah, bh, 0).bit_length()) - 1 if min(al, bl) >= 0 else X.mask(w)
+    return enc.fresh(w, f"{n.op} of {za!r} and {zb!r}", hi=min(top, X.mask(w)))
 
 
 def _ite(enc, n, A, w):
