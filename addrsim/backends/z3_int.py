@@ -55,7 +55,8 @@ class IntEncoder:
     def __init__(self, ranges: Dict[str, Tuple[int, int]], ideal: bool = False, keep=frozenset(),
                  nowrap=frozenset(), facts_from=None, masks: bool = True, signed_ok=frozenset()):
         self.ranges = ranges
-        self.signed_ok = signed_ok    # ids of nodes read only as signed values (signed_reads)
+        self.signed_ok = signed_ok    # ids of nodes read only as signed values (signed_reads), or a
+                                      # function that returns them (called when first needed)
         self.signed_exact = set()     # ids of those encoded by a possibly negative exact value
         self.masks = masks            # an and with a contiguous mask encoded exactly (else a fresh integer)
         self.exact_masks = 0          # how many were
@@ -549,7 +550,11 @@ def _signed_or_wrap(enc, n, t, lo, hi, w, poly):
     polynomial, lies in [-2**(w-1), 2**(w-1)) but not in [0, 2**w); otherwise the usual
     encoding (``_wrap``: exact inside [0, 2**w), else ``mod``)."""
     half = 1 << (w - 1)
-    if lo >= 0 or id(n) not in enc.signed_ok or enc.ideal or id(n) in enc.nowrap:
+    if lo >= 0 or enc.ideal or id(n) in enc.nowrap:
+        return enc._wrap(t, lo, hi, w, poly=poly)
+    if callable(enc.signed_ok):
+        enc.signed_ok = enc.signed_ok()
+    if id(n) not in enc.signed_ok:
         return enc._wrap(t, lo, hi, w, poly=poly)
     if poly is not None and enc.facts is not None and not enc._learning:
         plo, phi = enc.facts.bound_by_facts(poly, 0, half - 1)

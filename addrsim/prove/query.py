@@ -479,7 +479,7 @@ class Query:
         self._plain_tried = not self.use_facts
         self.split_vars: Optional[List[str]] = None   # the wrap cover's cut order (_split_vars)
         self.keep = kept_wraps(conds + [claim]) if arith == "int" else frozenset()
-        self.signed_ok = signed_reads(conds + [self.goal]) if arith == "bv" else frozenset()
+        self._signed_ok: Optional[frozenset] = None
         self.enc = self._encoder()
         if self.use_facts:
             # a proved float-reciprocal division keeps its binary32 term for d == 0
@@ -488,7 +488,7 @@ class Query:
             self.goal = drop_zero_guards(self.goal, lambda d: self.enc.implied(
                 X.ult(Const(0, d.width), d), certificates=False))
             if self.goal is not before:      # other readers: the signed reads afresh
-                self.signed_ok = signed_reads(conds + [self.goal])
+                self._signed_ok = None
                 self.enc = self._encoder()
         # symbols the rewrites cancelled (a bounds claim's pointer): still variables of every
         # encoding, in their ranges, so every model names them and the claim evaluates
@@ -545,13 +545,23 @@ class Query:
         """Resource units spent by every check of this query."""
         return self._spent + (self._si.used if self._si is not None else 0) + (self.sb.used if self.sb is not None else 0)
 
+    @property
+    def signed_ok(self) -> frozenset:
+        """Ids of the nodes of the conditions and goal read only as signed values
+        (:func:`addrsim.backends.z3_int.signed_reads`; bit-vector mode only), computed when an
+        encoder first meets a sum or difference that may be negative (most queries have none:
+        the walk cost 1% of the README kernel's checks)."""
+        if self._signed_ok is None:
+            self._signed_ok = signed_reads(self.conds + [self.goal]) if self.arith == "bv" else frozenset()
+        return self._signed_ok
+
     def _encoder(self, nowrap=frozenset(), masks: bool = True) -> IntEncoder:
         """The integer encoding; in bv mode it learns the conditions' facts first (no-wrap
         from dominance and monomial bounds, :class:`addrsim.ir.poly.Facts`).  ``masks``
         False: an ``and`` with a contiguous mask is a fresh integer (:meth:`_relaxed`)."""
         return IntEncoder(self.ranges, ideal=self.arith == "int", keep=self.keep, nowrap=nowrap,
                           facts_from=self.conds if self.use_facts else None, masks=masks,
-                          signed_ok=self.signed_ok)
+                          signed_ok=lambda: self.signed_ok)
 
     def _relaxed(self, bounds, iru):
         """The integer stage once more with its exact bit masks relaxed to fresh integers, when
