@@ -353,14 +353,6 @@ class Facts:
             used.add(pick[0])
             p = pick[1]
         return best
-        k = p.get((), 0)
-        r = tuple(sorted(((m, c) for m, c in p.items() if m != ()), key=repr))
-        if r in self._least:
-            lo = max(lo, self._least[r] + k)
-        neg = tuple(sorted(((m, -c) for m, c in r), key=repr))
-        if neg in self._least:
-            hi = min(hi, k - self._least[neg])
-        return lo, hi
 
     def propagate(self, rounds: int = 3) -> None:
         """Tighten atoms' intervals from the linear facts (bound propagation): a fact
