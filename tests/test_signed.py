@@ -167,7 +167,6 @@ def test_an_order_fact_is_learnt_only_where_its_other_case_cannot_hold():
     a32, b32, a64, b64 = _reads()
     ranges = {"batch_id": (0, 1023), "max_seqlen_q": (1, 1 << 20)}
     enc = IntEncoder(ranges, facts_from=_facts(a64, b64, step=False))
-    d = P.add(enc.poly(b64) or {}, enc.poly(a64) or {}, -1)
     enc.enc(X.sub(b64, a64))
     d = P.add(enc.poly(b64), enc.poly(a64), -1)
     assert enc.facts.bound_by_facts(d)[0] == 0

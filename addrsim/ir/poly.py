@@ -324,11 +324,9 @@ class Facts:
         lo, hi = self.bound(p)
         if not self._by_mono or len(p) < 2:
             return lo, hi
-        need_lo = hi if need_lo is None else need_lo
-        need_hi = lo if need_hi is None else need_hi
-        if lo < need_lo:
+        if need_lo is None or lo < need_lo:
             lo = self._side(p, -1, steps)[0]
-        if hi > need_hi:
+        if need_hi is None or hi > need_hi:
             hi = self._side(p, 1, steps)[1]
         return lo, hi
 
