@@ -114,7 +114,7 @@ class WrapCover:
         if not bounds:
             return q.enc.exact
         enc = IntEncoder(narrowed(q.ranges, bounds), facts_from=q.conds if q.use_facts else None,
-                         signed_ok=lambda: q.signed_ok)
+                         signed_ok=q.signed_lazy)
         for c in q.conds:
             enc.holds(c)
         enc.enc(q.goal)
@@ -270,11 +270,11 @@ def _without(q, sites, rlimit: int) -> Tuple[bool, int]:
     ids = frozenset(id(n) for n, _, _ in sites) | frozenset(q.enc.nowrap)
     facts = q.conds if q.use_facts else None
     if facts is not None and IntEncoder(q.ranges, nowrap=ids, facts_from=facts,
-                                        signed_ok=lambda: q.signed_ok).implied(q.goal, certificates=False):
+                                        signed_ok=q.signed_lazy).implied(q.goal, certificates=False):
         return True, 0          # the same normal form on both sides (addrsim.ir.poly.normal)
     if rlimit <= 0:
         return False, 0
-    e2 = IntEncoder(q.ranges, nowrap=ids, facts_from=facts, signed_ok=lambda: q.signed_ok)    # afresh: the check above adds facts
+    e2 = IntEncoder(q.ranges, nowrap=ids, facts_from=facts, signed_ok=q.signed_lazy)    # afresh: the check above adds facts
     iso = Isolated()
     iso.add(*[e2.holds(c) for c in q.conds], e2.enc(q.goal) == 0, *e2.side)
     r, _ = iso.check(rlimit)
