@@ -523,7 +523,8 @@ class Query:
                          or (arith == "bv" and ring_identity(self.goal)))
         self._certified = None if certificates else False   # shown by certificates (tried once, in solve)
         self._cone_tried = False              # the goal's cone of conditions alone (tried once, in solve)
-        self.box_cone = False                 # the cone by every solver (a minimisation box), not the integers alone
+        self.box_cone = False                 # the cone by every solver first (a minimisation box), not the integers
+        self._cone_last = False               # the cone by every solver after the whole query (tried once, in solve)
         self._relaxed_tried = False           # the integer stage with its bit masks relaxed (once, in solve)
         self.sb = None
         self.bvars = None
@@ -748,7 +749,7 @@ class Query:
             return "proved", None, None    # without a solver: one polynomial, or products of facts
         if self._cone_tried is False:
             self._cone_tried = True
-            if self._cone_proves(bounds, ru, iru):
+            if self._cone_proves(bounds, ru, iru, self._cone_first_whole()):
                 return "proved", None, None
         if not self.use_bv:
             r, mdl, why = self._int_stage(bounds, iru)
@@ -791,20 +792,35 @@ class Query:
             if self.sels:
                 return "unknown", None, "Bitwuzla's model leaves array contents addrsim cannot read back"
             return "unknown", None, "solver model does not violate the claim when evaluated (engine bug)"
+        if not self._cone_first_whole() and not self._cone_last and not self.wallclock:
+            # the cone by every solver, once the whole query is left undecided (gfx942
+            # hd64_a16_rtna's Q SBHD is proved only so)
+            self._cone_last = True
+            if self._cone_proves(bounds, ru, iru, True):
+                return "proved", None, None
         plain = self._plain(bounds, iru) if not self.wallclock else None
         if plain is not None:
             return plain
         return "unknown", None, _gave_up(why, ru, self.wallclock, bitwuzla_run.AVAILABLE)
 
-    def _cone_proves(self, bounds, ru, iru) -> bool:
+    def _cone_first_whole(self) -> bool:
+        """Is the goal's cone decided by every solver before the whole query?  Inside a
+        minimisation box (:attr:`box_cone`), and for a loop obligation (``cones``: its goal
+        has cancelled to pointer terms, and the obligations of one loop share the cone: by
+        the whole query first, gfx942 hd64_a16_rtna's Q SBHD spent its 20 Mru check budget
+        before the loop was proved); not for an access's claim over the whole domain, where
+        the whole query mostly finds a counterexample (4222 of 5742 wheel checks)."""
+        return self.box_cone or self.cones is not None
+
+    def _cone_proves(self, bounds, ru, iru, every: bool) -> bool:
         """Is the goal proved from the conditions in its cone alone (those that share a
         symbol with it, transitively)?  Fewer hypotheses, so a proof holds for the whole
         query; tried once, when the cone leaves some condition out (a loop obligation whose
         goal has cancelled to its pointer terms does not need the path conditions and their
-        products): by every solver inside a minimisation box (:attr:`box_cone`, where they
-        proved dK/dV SBHD's least shapes of gfx942 a32_rtna_psskddv), else by the integer
-        stage alone (:meth:`_int_stage`: unsat, or the goal an identity).  Its units (the
-        query's budget: a cut integer stage costs more) count in ``used``.  With ``cones`` (one dict per check), a cone sub-query already decided for
+        products): by every solver (``every``: first where :meth:`_cone_first_whole`, after
+        the whole query is undecided otherwise), else by the integer stage alone
+        (:meth:`_int_stage`: unsat, or the goal an identity).  Its units (the query's budget:
+        a cut integer stage costs more) count in ``used``.  With ``cones`` (one dict per check), a cone sub-query already decided for
         an earlier obligation of the same check (the translation obligations of one loop
         share it: 4.9 Mru each on bwd_hd128_bf16_a32_rtna's Q SBHD) is not asked again; the
         order of a check's obligations is fixed, so its spending is the same in every run."""
@@ -827,20 +843,21 @@ class Query:
             return False
         key = None
         if self.cones is not None and not bounds:
-            key = query_key(("cone", self.arith, ru, iru), self.goal, keep)
+            key = query_key(("cone", self.arith, ru, iru, every), self.goal, keep)
             if key in self.cones:
                 return self.cones[key]          # decided for an earlier obligation of the same check
         sub = Query(keep, self.claim, self.ranges, self.rlimit, self.arith, certificates=False)
-        sub._cone_tried = True
+        sub._cone_tried = sub._cone_last = True
         sub.cap = self._left()
         try:
-            if self.box_cone:
+            if every:
                 proved = sub.solve(bounds, ru, iru)[0] == "proved"
             else:
-                # over the whole domain the integer stage alone: its unsat is a proof (the
+                # over the whole domain the integer stage first: its unsat is a proof (the
                 # encoding over-approximates the machine); after an undecided integer stage
                 # the bit-vector solvers proved 1 of 14 cones of the gfx942 a32_rtna_psskddv
-                # kernel, for 37.9 s and 37.5 Mru
+                # kernel, for 37.9 s and 37.5 Mru, where the whole query then found
+                # counterexamples
                 proved = sub.identity or sub._int_stage(bounds, iru)[0] == z3.unsat
         finally:
             self._spent += sub.used
