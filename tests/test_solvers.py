@@ -86,6 +86,35 @@ def test_a_cone_sub_query_is_decided_once_per_check():
     assert alone.solve()[0] == "proved" and alone.used > 0
 
 
+def test_a_cone_is_decided_by_every_solver_first_only_for_loops_and_minimisation_boxes(monkeypatch):
+    """An access's claim over the whole domain mostly fails (4222 of the wheel's 5742 checks):
+    its cone goes to the integer stage first, and to every solver only once the whole query is
+    left undecided (the bit-vector solvers on the cones of gfx942 a32_rtna_psskddv proved 1 of
+    14 for 37.5 Mru).  A loop obligation (``cones`` given: its goal has cancelled to pointer
+    terms) and a minimisation box ask every solver first (hd64_a16_rtna's Q SBHD loop ran out
+    of its check budget otherwise)."""
+    from addrsim.ir import expr as X
+    from addrsim.ir.expr import Const, Sym
+    from addrsim.prove.query import Query
+    x, y, z = Sym("x", 32, "shape"), Sym("y", 32, "shape"), Sym("z", 32, "shape")
+    conds = [X.ult(x, Const(1 << 20, 32)), X.ult(X.mul(y, z), X.add(y, Const(7, 32))), X.ult(Const(3, 32), z)]
+    claim = X.eq(X.urem(X.mul(X.add(x, Const(1, 32)), Const(12, 32)), Const(4, 32)), Const(0, 32))
+    seen = []
+    real = Query._cone_proves
+
+    def spy(self, bounds, ru, iru, every):
+        seen.append(every)
+        return real(self, bounds, ru, iru, every)
+    monkeypatch.setattr(Query, "_cone_proves", spy)
+    for q, first in ((Query(conds, claim, {}, 10 ** 7), False),
+                     (Query(conds, claim, {}, 10 ** 7, cones={}), True)):
+        seen.clear()
+        assert q.solve()[0] == "proved" and seen[0] is first
+    seen.clear()
+    assert Query(conds, claim, {}, 10 ** 7).solve_within({"x": (0, 1000)}, 10 ** 6, 10 ** 6)[0] == "proved"
+    assert seen[0] is True
+
+
 def test_bitwuzla_models_carry_the_array_contents_the_query_reads():
     """Group mode: the row offset of batch b is seqstart_q[b] (an int32 array read through
     a kernel argument), and 256 bytes a row wrap a u32 once seqstart_q[b] >= 2**24.
