@@ -815,12 +815,13 @@ class Query:
     def _cone_proves(self, bounds, ru, iru, every: bool) -> bool:
         """Is the goal proved from the conditions in its cone alone (those that share a
         symbol with it, transitively)?  Fewer hypotheses, so a proof holds for the whole
-        query; tried once, when the cone leaves some condition out (a loop obligation whose
-        goal has cancelled to its pointer terms does not need the path conditions and their
-        products): by every solver (``every``: first where :meth:`_cone_first_whole`, after
-        the whole query is undecided otherwise), else by the integer stage alone
-        (:meth:`_int_stage`: unsat, or the goal an identity).  Its units (the query's budget:
-        a cut integer stage costs more) count in ``used``.  With ``cones`` (one dict per check), a cone sub-query already decided for
+        query; tried when the cone leaves some condition out (a loop obligation whose goal
+        has cancelled to its pointer terms does not need the path conditions and their
+        products), once by every solver (``every``: first where :meth:`_cone_first_whole`,
+        else after the whole query is undecided) and, when not first, once before by the
+        integer stage alone (:meth:`_int_stage`: unsat, or the goal an identity).  Its units
+        (the query's budget: a cut integer stage costs more) count in ``used``.  With
+        ``cones`` (one dict per check), a cone sub-query already decided for
         an earlier obligation of the same check (the translation obligations of one loop
         share it: 4.9 Mru each on bwd_hd128_bf16_a32_rtna's Q SBHD) is not asked again; the
         order of a check's obligations is fixed, so its spending is the same in every run."""
