@@ -441,7 +441,7 @@ class SignedReads:
     query: an encoder that held ``lambda: query.signed_ok`` made a reference cycle (query ->
     encoder -> query) that kept each query's Z3 contexts alive until Python's cyclic
     collector ran, which it does by object counts, blind to Z3's memory (the wheel scan's
-    peak worker memory went from 1.03 GB to 3.98 GB with the commit that added it)."""
+    peak worker memory went from 1.03 GB to 3.98 GB in the session that added it)."""
 
     __slots__ = ("roots", "arith", "value")
 
