@@ -149,6 +149,37 @@ def test_group_mode_rows_placed_by_another_sequence_are_refuted(tmp_path):
     assert (seq.get(1, 0) - seq.get(0, 0) - 1) // 64 != (seq.get(b + 1, 0) - seq.get(b, 0) - 1) // 64
 
 
+def test_a_clamped_bottom_right_row_is_proved(tmp_path):
+    """Group mode, causal bottom-right: the first q row of a key tile, max(0, kv_tile*64 -
+    (len_k - len_q)), with len_k - len_q read only through the kernel's signed max (the
+    integer encoding's signed-read rule, addrsim.backends.z3_int.signed_reads): proved, with
+    a witness replayed at batch_id > 0."""
+    rep = verify(build("group_lse_br_clamp", tmp_path), buffers=["lse"], layouts=["bhsd"], model_files=[MODEL],
+                 properties=["address"], min_budget_s=60)
+    c = verdicts(rep)[("lse", "bhsd")]
+    assert c["verdict"] == "proved", c["reason"]
+    assert c["witness"]["coords"]["batch_id"] > 0 and c["witness"]["replayed_on"] == "this kernel"
+
+
+def test_the_bottom_right_row_without_its_clamp_is_refuted(tmp_path):
+    """The signed-read rule can fail: the same kernel without its s_max_i32 reads a negative
+    row (len_k > len_q + kv_tile*64) as a row near 2**32, which wraps once added to
+    seqstart_q[batch_id].  The minimal counterexample: two sequences of one q row and two key
+    rows, batch_id 1, key tile 0 (row -1), replayed on this kernel."""
+    rep = verify(build("group_lse_br_noclamp", tmp_path), buffers=["lse"], layouts=["bhsd"], model_files=[MODEL],
+                 properties=["address"], min_budget_s=60)
+    c = verdicts(rep)[("lse", "bhsd")]
+    assert c["verdict"] == "counterexample", c["reason"]
+    x = c["counterexample"]
+    assert x["minimal"] and x["replayed_on"] == "this kernel"
+    assert x["shape"]["batch"] == 2 and (x["shape"]["seqlen_q"], x["shape"]["seqlen_k"]) == (1, 2)
+    assert x["coords"]["batch_id"] == 1 and x["grid"]["kv_tile"] == 0
+    sq = {int(k): int(v) for k, v in x["arrays"]["seqstart_q"].items()}
+    sk = {int(k): int(v) for k, v in x["arrays"]["seqstart_k"].items()}
+    assert sk[2] - sk[1] > sq[2] - sq[1]                  # len_k > len_q: the row is negative
+    assert x["address"]["extracted"] != x["address"]["expected"]
+
+
 def test_a_name_given_twice_is_checked_once(tmp_path):
     """A fresh-user trial (issue 40): --layout sbhd --layout sbhd, --buffer lse --buffer lse
     or --check address,address ended in an internal error (KeyError); each is checked, and
