@@ -368,11 +368,20 @@ def _kernel_args(b: _Build, con):
 
 
 def _array_args(b: _Build, con, arrays) -> Dict[str, Sym]:
+    """The contract's sequence-start arrays (pointer argument -> array symbol) that this
+    kernel takes: a contract shared by kernels of several argument lists (the examples'
+    group contract names ptr_seqstart_k, which only the bottom-right listings take) must not
+    give a kernel an array it never reads, or the replay's reference workgroup finds no
+    pointer for it and keeps the unshifted sequence starts (examples/group_lse_other_len.s:
+    its counterexample did not replay, 2026-12-07).  Raises InputError for an array the
+    model file does not declare."""
     out: Dict[str, Sym] = {}
+    taken = {a.name for a in b.kernel.args}
     for ptr, arr in ((con or {}).get("arrays") or {}).items():
         if arr not in arrays:
             raise InputError(b.src, f"malformed model file: contract {con.get('name')} arrays.{ptr}: unknown array {arr!r}")
-        out[ptr] = arrays[arr]
+        if ptr in taken:
+            out[ptr] = arrays[arr]
     return out
 
 
