@@ -62,6 +62,63 @@ def test_bad_text_is_unknown_not_an_exception():
     assert bitwuzla_run.check("(assert (= x", 100)[0] == "unknown"
 
 
+def _factor_frames(product: int):
+    x, y = z3.BitVecs("x y", 64)
+    iso = Isolated()
+    iso.add(z3.UGT(x, 1), z3.UGT(y, 1), z3.ULT(x, 1 << 32), z3.ULT(y, 1 << 32))
+    iso.push()
+    iso.add(x * y == product)
+    return iso
+
+
+def test_a_session_parses_its_base_once_and_answers_each_pushed_frame():
+    """One Bitwuzla instance per query: the base (frame 0) stays asserted, each check pushes
+    the other frames (their declarations of base constants left out) and pops them."""
+    sess = bitwuzla_run.Session()
+    iso = _factor_frames(0x2DFDC1C35)
+    assert len(iso.smt2_frames()) == 2
+    ans, model, calls, wall = sess.check(iso.smt2_frames(), 10 ** 6)
+    assert ans == "sat" and model["x"] * model["y"] == 0x2DFDC1C35 and calls > 0 and not wall
+    first = sess._b
+    iso.pop()
+    iso.push()
+    iso.add(z3.BitVecs("x y", 64)[0] * z3.BitVecs("x y", 64)[1] == 7)      # 7 is prime
+    assert sess.check(iso.smt2_frames(), 10 ** 6)[0] == "unsat"
+    assert sess._b is first                                   # the same instance: the base was not parsed again
+    iso.pop()
+    assert sess.check(iso.smt2_frames(), 10 ** 6)[0] == "sat"  # the popped frame is gone
+    assert sess.check(_factor_frames(7).smt2_frames(), 10 ** 6)[0] == "unsat"
+    assert sess._b is first                                   # the same base text: the same instance
+    other = Isolated()
+    other.add(z3.ULT(z3.BitVec("x", 64), 4))
+    assert sess.check(other.smt2_frames(), 10 ** 6)[0] == "sat"
+    assert sess._b is not first                               # another base: another instance
+
+
+def test_a_session_survives_a_frame_it_cannot_parse():
+    sess = bitwuzla_run.Session()
+    iso = _factor_frames(0x2DFDC1C35)
+    frames = iso.smt2_frames()
+    assert sess.check([frames[0], "(assert (= x"], 100)[0] == "unknown"
+    assert sess.check(frames, 10 ** 6)[0] == "sat"           # started afresh, not left pushed
+
+
+def test_a_session_takes_constants_declared_in_pushed_frames_again():
+    """The named array reads of a query (Query._named_reads) are declared in a pushed frame:
+    declared again after a pop, and read back in each model."""
+    sess = bitwuzla_run.Session()
+    x = z3.BitVec("x", 8)
+    iso = Isolated()
+    iso.add(z3.ULT(x, 16))
+    for k in (1, 2):
+        iso.push()
+        r = z3.BitVec("rd", 8)
+        iso.add(r == x + k, r == 5)
+        ans, model, _, _ = sess.check(iso.smt2_frames(), 10 ** 5)
+        assert ans == "sat" and model == {"x": 5 - k, "rd": 5}
+        iso.pop()
+
+
 def test_a_cone_sub_query_is_decided_once_per_check():
     """Loop obligations of one check share their cone sub-query (the goal under only the
     conditions that share a symbol with it, Query._cone_proves): the first pays for it, a
@@ -134,3 +191,7 @@ def test_bitwuzla_models_carry_the_array_contents_the_query_reads():
     assert row * 256 >= 1 << 32
     assert violates(conds, claim, m)
     assert "addrsim_rd0_off" not in q._bv().smt2()        # the read names live in a popped scope
+    assert q._bzla is None                                # a whole query is asked of a fresh instance
+    boxed = [q.bitwuzla_check(q._bv(), 10**5, session=True) for _ in range(2)]   # a box's question
+    assert all(a == "sat" and violates(conds, claim, m) for a, m, _, _ in boxed)
+    assert q._bzla is not None and q._bzla[0] is q._bv()  # both asked of the query's one session

@@ -21,7 +21,7 @@ a budget with the same figure in every run.  Imports z3 only.
 from __future__ import annotations
 
 import time
-from typing import Iterable, Optional, Tuple
+from typing import Iterable, List, Optional, Tuple
 
 import z3
 
@@ -56,21 +56,36 @@ class Isolated:
         self.wallclock = False
         self._count = 0
         self._model = None
+        self._frames: List[list] = [[]]      # the translated assertions, one list per push level
+        self._base_text: Optional[Tuple[int, str]] = None
 
     def add(self, *formulas: z3.BoolRef) -> None:
         fs = [f for f in formulas if not z3.is_true(f)]
         if fs:
             one = fs[0] if len(fs) == 1 else z3.And(*fs)    # one translation shares the DAG
-            self.s.add(one.translate(self.ctx))
+            one = one.translate(self.ctx)
+            self.s.add(one)
+            self._frames[-1].append(one)
 
     def add_all(self, formulas: Iterable[z3.BoolRef]) -> None:
         self.add(*list(formulas))
 
     def push(self) -> None:
         self.s.push()
+        self._frames.append([])
 
     def pop(self) -> None:
         self.s.pop()
+        self._frames.pop()
+
+    def smt2_frames(self) -> List[str]:
+        """The SMT-LIB2 text of the assertions, one text per push level (the first, never
+        popped, printed once), each declaring every constant it reads: what
+        :class:`addrsim.backends.bitwuzla_run.Session` takes."""
+        base = self._frames[0]
+        if self._base_text is None or self._base_text[0] != len(base):
+            self._base_text = (len(base), _smt2_of(base, self.ctx))
+        return [self._base_text[1]] + [_smt2_of(f, self.ctx) for f in self._frames[1:]]
 
     def check(self, rlimit: int, *assumptions: z3.BoolRef) -> Tuple[z3.CheckSatResult, str]:
         """Decide the assertions (and ``assumptions``, Boolean constants of any context)
@@ -100,6 +115,12 @@ class Isolated:
 
     def smt2(self) -> str:
         return self.s.to_smt2()
+
+
+def _smt2_of(formulas: list, ctx: z3.Context) -> str:
+    s = z3.Solver(ctx=ctx)
+    s.add(*formulas)
+    return s.to_smt2()
 
 
 def _rlimit_count(s: z3.Solver) -> int:

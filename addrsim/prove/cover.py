@@ -189,7 +189,7 @@ class WrapCover:
                 if v is not None:
                     s.add(z3.ULE(z3.BitVecVal(lo, v.size()), v), z3.ULE(v, z3.BitVecVal(hi, v.size())))
             s.add(f)
-            ans, m, spent, _ = q.bitwuzla_check(s, max(1, bzla_ru // per_call))
+            ans, m, spent, _ = q.bitwuzla_check(s, max(1, bzla_ru // per_call), session=True)
         finally:
             s.pop()
         self.used += spent * per_call

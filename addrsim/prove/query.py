@@ -527,6 +527,7 @@ class Query:
         self._cone_last = False               # the cone by every solver after the whole query (tried once, in solve)
         self._relaxed_tried = False           # the integer stage with its bit masks relaxed (once, in solve)
         self.sb = None
+        self._bzla = None      # (the solver it mirrors, bitwuzla_run.Session): one Bitwuzla instance per query
         self.bvars = None
         self.bmemo = None
         self.use_bv = False
@@ -781,7 +782,7 @@ class Query:
             mdl = {k: s.value(v) for k, v in self.bvars.items()}
             mdl.update(self._arrays(s.value, lambda n: self.bmemo[id(n)]))
         elif r == z3.unknown and not self.wallclock and bitwuzla_run.AVAILABLE:
-            r, mdl = self._bitwuzla(s, ru)
+            r, mdl = self._bitwuzla(s, ru, bool(bounds))
         s.pop()
         self.last = s
         if r == z3.unsat:
@@ -919,27 +920,42 @@ class Query:
             self._spent += sub.used
             self.wallclock = self.wallclock or sub.wallclock
 
-    def _bitwuzla(self, s: Isolated, ru: int):
+    def _bitwuzla(self, s: Isolated, ru: int, session: bool = False):
         """The second solver on the same bit-vector formula, within ``ru`` resource units'
-        worth of termination calls (BZLA_RU_PER_CALL each): (z3-style result, model)."""
+        worth of termination calls (BZLA_RU_PER_CALL each): (z3-style result, model).
+        ``session``: a box of the query (see :meth:`bitwuzla_check`)."""
         left = self._left()
         if left is not None:
             if left <= 0:
                 return z3.unknown, None
             ru = min(ru, left)
-        ans, mdl, spent, wall = self.bitwuzla_check(s, max(1, ru // BZLA_RU_PER_CALL))
+        ans, mdl, spent, wall = self.bitwuzla_check(s, max(1, ru // BZLA_RU_PER_CALL), session)
         self._spent += spent * BZLA_RU_PER_CALL
         self.wallclock = self.wallclock or wall
         return {"unsat": z3.unsat, "sat": z3.sat}.get(ans, z3.unknown), mdl
 
-    def bitwuzla_check(self, s: Isolated, calls: int):
+    def bitwuzla_check(self, s: Isolated, calls: int, session: bool = False):
         """Bitwuzla on the assertions of ``s`` (this query's bit-vector solver, with what the
         caller pushed) within ``calls`` termination calls: (answer, model or None, calls
         spent, cut by the wall clock).  The model holds every variable of the query and the
-        array contents its reads saw (name + "[]" -> {byte offset: value})."""
+        array contents its reads saw (name + "[]" -> {byte offset: value}).
+
+        ``session``: the question is one of many over the same base (a minimisation box, a
+        wrap site's obligation): asked first, within SESSION_CALLS, of the query's one
+        incremental instance (:class:`addrsim.backends.bitwuzla_run.Session`), which keeps
+        the base bit-blasted and its learnt clauses; only if that is undecided, of a fresh
+        instance within ``calls`` (the answer it always gave: bounds asserted at the base
+        level let Bitwuzla's preprocessing fold them, which a pushed frame does not)."""
         names = self._named_reads(s)
         try:
-            ans, vals, spent, wall = bitwuzla_run.check(s.smt2(), calls)
+            ans, vals, spent, wall = "unknown", None, 0, False
+            if session:
+                if self._bzla is None or self._bzla[0] is not s:
+                    self._bzla = (s, bitwuzla_run.Session())
+                ans, vals, spent, wall = self._bzla[1].check(s.smt2_frames(), min(calls, SESSION_CALLS))
+            if not session or (ans == "unknown" and not wall and calls > SESSION_CALLS):
+                ans, vals, more, wall = bitwuzla_run.check(s.smt2(), calls)
+                spent += more
         finally:
             if names:
                 s.pop()
@@ -977,6 +993,11 @@ def _gave_up(why: str, ru: int, wallclock: bool, portfolio: bool = False) -> str
 
 
 BZLA_RU_PER_CALL = 10
+SESSION_CALLS = 2000
+"""Termination calls of a box's question in the query's Bitwuzla session before a fresh
+instance is asked (:meth:`Query.bitwuzla_check`): a site obligation the session decides
+takes 2 to a few hundred calls (gfx942 a16_rtna_pddv K SBHD, dK BSHD, 2026-12-07); one
+it leaves undecided then costs at most 0.02 Mru more than before."""
 """Resource units charged per Bitwuzla termination call.  Measured 2026-12-02 on the README
 kernel's obligations (2-core machine): 65,000 to 200,000 calls a second, where Z3 counts about
 700,000 units a second, so a call is worth about 10 units (session 7 had measured 1500 calls a
