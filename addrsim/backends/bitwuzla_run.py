@@ -15,8 +15,8 @@ answers "unknown".  Imports bitwuzla only.
 """
 from __future__ import annotations
 
-import time
 import re
+import time
 from typing import Dict, List, Optional, Tuple
 
 try:

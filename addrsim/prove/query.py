@@ -993,16 +993,16 @@ def _gave_up(why: str, ru: int, wallclock: bool, portfolio: bool = False) -> str
 
 
 BZLA_RU_PER_CALL = 10
-SESSION_CALLS = 2000
-"""Termination calls of a box's question in the query's Bitwuzla session before a fresh
-instance is asked (:meth:`Query.bitwuzla_check`): a site obligation the session decides
-takes 2 to a few hundred calls (gfx942 a16_rtna_pddv K SBHD, dK BSHD, 2026-12-07); one
-it leaves undecided then costs at most 0.02 Mru more than before."""
 """Resource units charged per Bitwuzla termination call.  Measured 2026-12-02 on the README
 kernel's obligations (2-core machine): 65,000 to 200,000 calls a second, where Z3 counts about
 700,000 units a second, so a call is worth about 10 units (session 7 had measured 1500 calls a
 second and charged 1000 units: Bitwuzla then stopped after a tenth of a second, and the
 counterexample of dV SBHD it finds in 256,000 calls, 1.2 s, was left "unknown")."""
+SESSION_CALLS = 2000
+"""Termination calls of a box's question in the query's Bitwuzla session before a fresh
+instance is asked (:meth:`Query.bitwuzla_check`): a site obligation the session decides
+takes 2 to a few hundred calls (gfx942 a16_rtna_pddv K SBHD, dK BSHD, 2026-12-07); one
+it leaves undecided then costs at most 0.02 Mru more than before."""
 
 
 def solve(conds: List[Expr], claim: Expr, ranges, rlimit: int, arith: str = "bv", cones: Optional[dict] = None):
