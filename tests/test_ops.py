@@ -14,7 +14,7 @@ import pytest
 import z3
 from hypothesis import given, settings, strategies as st
 
-from addrsim.backends import exact, ideal, sympy_text, vector, z3_bv, z3_int
+from addrsim.backends import exact, ideal, pyfunc, sympy_text, vector, z3_bv, z3_int
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Op, Sym
 from addrsim.ir.ops import OPS, BackendGap, require_backend
@@ -193,6 +193,37 @@ def test_vector_backend(seed):
     assert int(np.asarray(compiled).reshape(-1)[0]) == reference(e, env)
 
 
+@examples(300)
+@given(SEEDS)
+def test_straight_line_python_backend(seed):
+    """pyfunc's compiled function gives the exact meaning, as the claim after conditions that
+    hold (a node shared by a condition and the claim computed once), None after one that
+    fails, and evaluate's answer where its eager form reads an array the model lacks."""
+    e, env = case(seed)
+    want = reference(e, env)
+    holds = Op("eq", (e, Const(want, e.width)), 1)
+    assert pyfunc.Checker([holds, e]).value(env) == want
+    assert pyfunc.Checker([Op("not", (holds,), 1), e]).value(env) is None
+    bare = {k: v for k, v in env.items() if not k.endswith("[]")}
+    try:
+        lazy = X.evaluate(e, bare)
+    except KeyError:
+        lazy = None                     # the claim itself reads the array: no value
+    assert pyfunc.Checker([e]).value(bare) == lazy
+
+
+def test_straight_line_python_is_lazy_where_evaluate_is():
+    """An array read only in the arm an ite does not take: evaluate needs no array, nor does
+    the compiled check (its eager form raises, and it answers by evaluate)."""
+    x = Sym("x32", 32)
+    read = Op("sel", (ARRAY, Op("zext", (x,), 64)), 32)
+    e = Op("ite", (Op("eq", (x, Const(0, 32)), 1), Const(7, 32), read), 32)
+    assert pyfunc.Checker([e]).value({"x32": 0}) == 7
+    assert pyfunc.Checker([e]).value({"x32": 4}) is None
+    assert pyfunc.Checker([e]).value({"x32": 4, "arr[]": {4: 9}}) == 9
+    assert pyfunc.Checker([e]).value({}) == 7           # a symbol the model lacks reads 0
+
+
 def _agrees(e, env, memo_i, memo_m):
     """Every node of ``e`` has its int-mode value equal to its machine value."""
     return all(memo_i.get(id(n)) == memo_m.get(id(n)) for n in X.walk(e) if isinstance(n, Op))
@@ -231,6 +262,7 @@ def test_every_backend_covers_the_registry():
         require_backend("test", table)
     require_backend("test", vector.VECTOR, vector.UNSUPPORTED)
     require_backend("test", exact.EXACT, exact.UNSUPPORTED)
+    require_backend("test", pyfunc.PYTHON)
 
 
 def test_a_gap_is_an_error():

@@ -29,6 +29,7 @@ from addrsim.ir.poly import cancelled, ring_identity
 from addrsim.model.models import SHAPE_VARS, Problem
 from addrsim.prove.probe import _Batch, _last_tiles, crossing, crossings_at, names_read, probe, shrink, uniform_arrays
 from addrsim.backends.vector import NoVec
+from addrsim.backends.pyfunc import CHECKERS
 from addrsim.backends.z3_bv import holds_bv, to_bv
 from addrsim.backends.z3_int import IntEncoder, signed_reads
 from addrsim.backends.ideal import ideal_evaluate, kept_wraps
@@ -1017,12 +1018,11 @@ def _claim_value(conds, claim, mdl, keep=None) -> Optional[int]:
     """The claim's value under the model when it satisfies the conditions, by evaluation
     (``keep`` given: in int mode, :func:`addrsim.backends.ideal.ideal_evaluate`); None when a
     condition fails or a symbol has no value."""
+    if keep is None:
+        return CHECKERS(list(conds) + [claim]).value(mdl)      # compiled once per query: same values
     env = env_of(conds + [claim], mdl)
     memo: dict = {}
-    if keep is not None:
-        ev = lambda e: ideal_evaluate(e, env, keep, memo)  # noqa: E731
-    else:
-        ev = lambda e: X.evaluate(e, env, memo)  # noqa: E731
+    ev = lambda e: ideal_evaluate(e, env, keep, memo)  # noqa: E731
     try:
         return ev(claim) if all(ev(c) == 1 for c in conds) else None
     except KeyError:
