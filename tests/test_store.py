@@ -225,6 +225,31 @@ def test_a_routing_core_skips_the_solver_where_the_counterexample_satisfies_the_
     assert D.core([], named[:1], holds_at=at_five) is None and checks == []   # the model satisfies them all
 
 
+def test_a_routing_core_asks_the_conditions_the_counterexample_violates_first(monkeypatch):
+    """A kernel counterexample at batch 5 (base: batch >= 4) masked by routing: the conditions
+    it violates are asked alone of Bitwuzla first (the README kernel's LSE/D SBHD cores: unsat
+    in about 700 calls where Z3 gave up at 20 Mru), with no Z3 call; when they are not unsat
+    alone, the Z3 core over every condition answers, as before."""
+    from addrsim.backends import z3_run
+    from addrsim.ir import expr as X
+    from addrsim.prove import domain as D
+
+    b, h = X.Sym("batch", 32, "shape"), X.Sym("nhead_q", 32, "shape")
+    le2, ge1, ge4 = X.ule(b, X.Const(2, 32)), X.ule(X.Const(1, 32), h), X.ule(X.Const(4, 32), b)
+    named = [("nhead_q >= 1", ge1), ("batch <= 2", le2)]
+    cex = {"batch": 5, "nhead_q": 1}
+    at_cex = lambda idx: all(X.evaluate(named[i][1], cex) for i in idx)   # noqa: E731
+    checks = []
+    real = z3_run.Isolated.check
+    monkeypatch.setattr(z3_run.Isolated, "check", lambda self, *a: checks.append(1) or real(self, *a))
+    assert D.core([ge4], named, holds_at=at_cex) == ["batch <= 2"] and checks == []
+    # base: batch >= 4 or nhead_q == 0; "batch <= 2" alone leaves nhead_q == 0: both are needed
+    either = X.bor(ge4, X.eq(h, X.Const(0, 32)))
+    assert D.core([either], named, holds_at=at_cex) == ["nhead_q >= 1", "batch <= 2"] and checks
+    # the indices it violates are in the key: a different counterexample is another question
+    assert D.core_key([ge4], named, D.CORE_RLIMIT, (1,)) != D.core_key([ge4], named, D.CORE_RLIMIT, ())
+
+
 def test_a_report_with_nothing_undecided_is_read_back_whatever_the_json_folder(tmp_path):
     """A fresh-user trial (issue 40): the same verify with --json (obligations would go beside
     it) decided every query again.  A report that names no obligation does not depend on the

@@ -29,6 +29,7 @@ import z3
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
 from addrsim.model.models import SHAPE_VARS, Assumption, Problem
+from addrsim.backends import bitwuzla_run
 from addrsim.backends.z3_bv import holds_bv
 from addrsim.backends.z3_run import Isolated
 from addrsim.prove.verdict import Verdict, Witness
@@ -114,24 +115,30 @@ def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = 
     ``holds_at(indices)``: True when a known model of ``base`` (the kernel's counterexample)
     satisfies the ``named`` constraints at those indices, so that subset is satisfiable with
     ``base`` and needs no solver call; the answer is the same with or without it (a solver
-    call there answers sat or unknown, and either keeps the constraint in the core)."""
-    key = core_key(base, named, rlimit) if cache is not None else None
+    call there answers sat or unknown, and either keeps the constraint in the core), except
+    that the constraints it violates are first asked alone of Bitwuzla (:func:`_violated_core`),
+    so the answer is a function of the key with those indices."""
+    holds_at = holds_at or (lambda idx: False)
+    violated = tuple(i for i in range(len(named)) if not holds_at([i])) if len(named) > 1 else ()
+    key = core_key(base, named, rlimit, violated) if cache is not None else None
     if key is not None and key in cache:
         return cache[key][1]
-    got = _core(base, named, rlimit, holds_at or (lambda idx: False))
+    got = _core(base, named, rlimit, holds_at, violated)
     if key is not None:
         cache[key] = ("core", got)
     return got
 
 
-def core_key(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int) -> str:
-    """Stable key of a core query: ``rlimit``, the ``base`` constraints in any order, and the
+def core_key(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int,
+             violated: Tuple[int, ...] = ()) -> str:
+    """Stable key of a core query: ``rlimit``, the indices ``violated`` (of the ``named``
+    constraints a known model of the base breaks), the ``base`` constraints in any order, and the
     ``named`` ones in order with their texts (BLAKE2b over :func:`addrsim.ir.expr.digest`),
     in canonical symbol names (:func:`addrsim.ir.expr.canonical_names`): the answer is a list
     of the texts, so buffers addressed alike (LSE and D) and sibling kernels share it."""
     memo: dict = {}
     rename = X.canonical_names(list(base) + [c for _, c in named])
-    h = hashlib.blake2b(f"core {rlimit}".encode(), digest_size=20)
+    h = hashlib.blake2b(f"core {rlimit} bzla {CORE_BZLA_CALLS} {violated}".encode(), digest_size=20)
     for d in sorted({X.digest(c, memo, rename) for c in base}):
         h.update(d)
     for text, c in named:
@@ -141,12 +148,16 @@ def core_key(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: in
 
 
 def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int,
-          holds_at: Callable[[Sequence[int]], bool]) -> Optional[List[str]]:
+          holds_at: Callable[[Sequence[int]], bool], violated: Tuple[int, ...] = ()) -> Optional[List[str]]:
     memo, vs = {}, {}
     if any(isinstance(c, Const) and c.value == 0 for c in base):
         return []
     if named and holds_at(range(len(named))):
         return None
+    if violated and len(violated) < len(named):
+        got = _violated_core(base, named, violated, holds_at)
+        if got is not None:
+            return got
     s = Isolated()
     s.add(*[holds_bv(c, memo, vs) for c in base if not isinstance(c, Const)])
     lits, label = [], {}
@@ -166,6 +177,43 @@ def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int,
         if s.check(rlimit, *[lits[i] for i in trial])[0] == z3.unsat:
             keep.discard(name)
     return [label[str(p)] for p in lits if str(p) in keep]
+
+
+CORE_BZLA_CALLS = 5000
+"""Bitwuzla termination calls per question of :func:`_violated_core` (0.05 Mru at
+:data:`addrsim.prove.query.BZLA_RU_PER_CALL`).  Measured 2026-12-07: the README kernel's and
+gfx942 hd64 a16_rtna's LSE/D SBHD cores (a formula bug masked by ``batch_stride_q >=
+stride_q``) are unsat in 601-712 calls, where Z3 gave up at CORE_RLIMIT (2.7-3.1 s each);
+their dQ SBHD core (an i24 wrap) stays undecided at 100,000 calls and Z3 finds it."""
+
+
+def _violated_core(base, named, violated: Tuple[int, ...], holds_at) -> Optional[List[str]]:
+    """A minimal core among the ``named`` constraints at the indices ``violated`` (those a
+    known model of ``base`` breaks: every core holds one), each question asked of Bitwuzla
+    within CORE_BZLA_CALLS; None when the violated ones together are not shown unsat.
+    Deletion as in :func:`_core`: a constraint whose removal leaves a set the known model
+    satisfies is needed without a call; one whose removal Bitwuzla does not show unsat stays
+    (the set kept is unsat in every case; minimal where each was decided)."""
+    if not bitwuzla_run.AVAILABLE:
+        return None
+
+    def unsat(idx) -> bool:
+        memo, vs = {}, {}
+        s = Isolated()
+        s.add(*[holds_bv(c, memo, vs) for c in base if not isinstance(c, Const)])
+        for i in idx:
+            c = named[i][1]
+            s.add(holds_bv(c, memo, vs) if not isinstance(c, Const) else z3.BoolVal(c.value != 0))
+        return bitwuzla_run.check(s.smt2(), CORE_BZLA_CALLS)[0] == "unsat"
+
+    if not unsat(violated):
+        return None
+    keep = list(violated)
+    for i in violated:
+        trial = [j for j in keep if j != i]
+        if not holds_at(trial) and unsat(trial):
+            keep = trial
+    return [named[i][0] for i in keep]
 
 
 def exclusion(prob: Problem, path: Sequence[Expr], pc: int, cache: Optional[dict] = None) -> List[str]:
