@@ -12,7 +12,6 @@ error.
 """
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 from addrsim import __version__

@@ -55,7 +55,7 @@ import json
 import sys
 
 from addrsim.api import DEFAULT_LAYOUTS
-from addrsim.commands.common import EXIT_BAD_INPUT, bound_arg, bounds_of, check_outputs, emit
+from addrsim.commands.common import bound_arg, bounds_of, check_outputs, emit
 from addrsim.errors import AddrsimError
 from addrsim.prove.verdict import Verdict
 

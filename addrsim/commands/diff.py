@@ -43,7 +43,7 @@ from addrsim.api import DEFAULT_LAYOUTS, verify
 from addrsim.errors import InputError
 import sys
 
-from addrsim.commands.common import (EXIT_BAD_INPUT, add_budgets, add_common, bound_arg, bounds_of, budgets_of,
+from addrsim.commands.common import (add_budgets, add_common, bound_arg, bounds_of, budgets_of,
                                      check_outputs, emit, query_store, smt_dir)
 from addrsim.errors import AddrsimError
 from addrsim.model.models import load_models

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from addrsim.commands.common import EXIT_BAD_INPUT, Once
+from addrsim.commands.common import Once
 from addrsim.errors import AddrsimError
 
 

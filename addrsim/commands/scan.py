@@ -15,7 +15,6 @@ configurations the table routes to it.
 """
 from __future__ import annotations
 
-import hashlib
 import re
 import tempfile
 import zipfile

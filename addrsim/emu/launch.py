@@ -546,8 +546,8 @@ def _shape_given(path, prob, shape) -> None:
             raise InputError("--shape", f"{n}={v}, but family {prob.family} fixes {n} = {prob.fixed[n]}")
         if n.startswith("total_"):
             raise InputError("--shape", f"{n} is not given: " + (
-                f"in group mode the run picks each sequence's length from seqlen_q/seqlen_k (the longest) and "
-                f"packs them" if prob.mode == "group" else "it is a group-mode size; this run is batch mode"))
+                "in group mode the run picks each sequence's length from seqlen_q/seqlen_k (the longest) and "
+                "packs them" if prob.mode == "group" else "it is a group-mode size; this run is batch mode"))
 
 
 def _small_enough(path, prob, env) -> None:

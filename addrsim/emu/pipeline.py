@@ -27,7 +27,6 @@ O, which the forward pass wrote, has dO's shape and strides in every layout here
 """
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Dict, Tuple
 
 from addrsim.loader.routing import Pipeline, Stage, find_pipeline  # noqa: F401  # re-exported: the emulator's callers

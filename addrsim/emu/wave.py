@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from addrsim.isa.operands import EXEC_LO, VCC_LO, constant, parse_register
+from addrsim.isa.operands import EXEC_LO, constant, parse_register
 
 LANES = 64
 LDS_BYTES = 64 * 1024      # per workgroup on gfx942 (MI300 ISA guide 11.1 "Local data share": 64 KiB)
