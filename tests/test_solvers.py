@@ -1,6 +1,7 @@
 """The solver layer (addrsim.backends.z3_run, addrsim.backends.bitwuzla_run): budgets are
 resource units or counted callbacks, the same answer and the same cost every time, and each
 Z3 check runs in a context of its own."""
+import pytest
 import z3
 
 from addrsim.backends import bitwuzla_run
@@ -195,3 +196,26 @@ def test_bitwuzla_models_carry_the_array_contents_the_query_reads():
     boxed = [q.bitwuzla_check(q._bv(), 10**5, session=True) for _ in range(2)]   # a box's question
     assert all(a == "sat" and violates(conds, claim, m) for a, m, _, _ in boxed)
     assert q._bzla is not None and q._bzla[0] is q._bv()  # both asked of the query's one session
+
+
+def test_a_text_only_level_prints_as_a_pushed_one_and_never_reaches_z3():
+    """A wrap site's question is pushed for Bitwuzla's text alone (push_text): its text is the
+    text a real push gives, frame by frame, and Z3's solver never holds it (a Z3 push
+    internalises everything below it, for nothing, when Z3 will not check)."""
+    x, y = z3.BitVecs("x y", 64)
+    base, box, site = [z3.ULE(x, 100), y == x * 3], [z3.UGE(x, 7), z3.ULE(x, 9)], z3.UGE(y, 1 << 32)
+    real, text = Isolated(), Isolated()
+    for s in (real, text):
+        s.add(*base)
+    real.push()
+    real.add(*box)
+    real.add(site)
+    text.push_text()
+    text.add(*box)
+    text.add(site)
+    assert text.smt2() == real.smt2() and text.smt2_frames() == real.smt2_frames()
+    assert len(text.s.assertions()) == 1 and len(real.s.assertions()) == 3
+    with pytest.raises(AssertionError):
+        text.check(1000)
+    text.pop_text()
+    assert text.check(10 ** 6)[0] == z3.sat and len(text.smt2_frames()) == 1

@@ -58,25 +58,42 @@ class Isolated:
         self._model = None
         self._frames: List[list] = [[]]      # the translated assertions, one list per push level
         self._base_text: Optional[Tuple[int, str]] = None
+        self._text_only = 0                  # top levels pushed for the SMT-LIB2 text alone
 
     def add(self, *formulas: z3.BoolRef) -> None:
         fs = [f for f in formulas if not z3.is_true(f)]
         if fs:
             one = fs[0] if len(fs) == 1 else z3.And(*fs)    # one translation shares the DAG
             one = one.translate(self.ctx)
-            self.s.add(one)
+            if not self._text_only:
+                self.s.add(one)
             self._frames[-1].append(one)
 
     def add_all(self, formulas: Iterable[z3.BoolRef]) -> None:
         self.add(*list(formulas))
 
     def push(self) -> None:
+        assert not self._text_only, "a solver level above a text-only one"
         self.s.push()
         self._frames.append([])
 
     def pop(self) -> None:
+        assert not self._text_only, "pop_text() pops a text-only level"
         self.s.pop()
         self._frames.pop()
+
+    def push_text(self) -> None:
+        """A level whose assertions reach only the SMT-LIB2 text (:meth:`smt2`,
+        :meth:`smt2_frames`: what Bitwuzla reads), never Z3's solver: a Z3 push internalises
+        the assertions below it (gfx942 a32_rtna_psskddv_group: 3% of its time in pushes made
+        only to print a wrap site's question).  No :meth:`check` until :meth:`pop_text`."""
+        self._frames.append([])
+        self._text_only += 1
+
+    def pop_text(self) -> None:
+        assert self._text_only, "no text-only level to pop"
+        self._frames.pop()
+        self._text_only -= 1
 
     def smt2_frames(self) -> List[str]:
         """The SMT-LIB2 text of the assertions, one text per push level (the first, never
@@ -90,6 +107,7 @@ class Isolated:
     def check(self, rlimit: int, *assumptions: z3.BoolRef) -> Tuple[z3.CheckSatResult, str]:
         """Decide the assertions (and ``assumptions``, Boolean constants of any context)
         within ``rlimit`` resource units (a positive int)."""
+        assert not self._text_only, "check() under a text-only level"
         self.s.set("rlimit", max(1, int(rlimit)))
         t0 = time.monotonic()
         r = self.s.check(*[a.translate(self.ctx) for a in assumptions])
@@ -114,6 +132,9 @@ class Isolated:
         return [str(p) for p in self.s.unsat_core()]
 
     def smt2(self) -> str:
+        """The SMT-LIB2 text of every assertion, text-only levels included."""
+        if self._text_only:
+            return _smt2_of([f for fr in self._frames for f in fr], self.ctx)
         return self.s.to_smt2()
 
 

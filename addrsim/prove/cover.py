@@ -80,7 +80,7 @@ class WrapCover:
         ("sat", model): a counterexample there (checked by ``violates``); ("unknown", None).
         ``bzla_ru``: resource units of each site's Bitwuzla call."""
         q, base = self.q, self.base
-        exact = self._exact_in(bounds)
+        exact = None                          # built when a site needs it (often none does)
         base.push()
         try:
             for k, (lo, hi) in bounds.items():
@@ -90,6 +90,8 @@ class WrapCover:
             for site in list(self.sites):
                 if any(_inside(bounds, b) for b in self._unsat.get(id(site[0]), ())):
                     continue                  # unsat in a box that holds this one: no solver call
+                if exact is None:
+                    exact = self._exact_in(bounds)
                 if id(site[0]) in exact:
                     self._unsat.setdefault(id(site[0]), []).append(dict(bounds))
                     continue                  # inside its width all over the box: no solver call
@@ -182,7 +184,7 @@ class WrapCover:
         f = site_bv(n, q.bmemo)
         if f is None:
             return "unknown", None
-        s.push()
+        s.push_text()                 # Bitwuzla's question alone: Z3 never checks it
         try:
             for k, (lo, hi) in bounds.items():
                 v = q.bvars.get(k)
@@ -191,7 +193,7 @@ class WrapCover:
             s.add(f)
             ans, m, spent, _ = q.bitwuzla_check(s, max(1, bzla_ru // per_call), session=True)
         finally:
-            s.pop()
+            s.pop_text()
         self.used += spent * per_call
         if ans == "unsat":
             return "unsat", None

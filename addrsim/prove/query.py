@@ -55,14 +55,17 @@ def query_key(tag: tuple, claim: Expr, conds: List[Expr], rename: Optional[Dict[
 
 
 def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: bool = False,
-                 cap: Optional[int] = None):
+                 cap: Optional[int] = None, shown_least: bool = True):
     """(verdict, model, reason, minimal, query, used): a concrete probe first, then the solver;
     a counterexample is minimised within ``min_ru`` resource units.  ``rlimit``: resource
     units of one solver call; ``used``: the units every call spent (the same in every run).
     ``arith`` "bv" or "int" (:mod:`addrsim.backends.ideal`).  ``query`` is the Query when
     the answer is "unknown" (its SMT-LIB2 text), else None.  ``quick``: first the integer
     encoding on a solver asked once (:func:`_quick`).  ``cap``: units the solver stages may
-    spend together (:attr:`Query.cap`; minimisation keeps its own ``min_ru``)."""
+    spend together (:attr:`Query.cap`; minimisation keeps its own ``min_ru``).  ``shown_least``
+    False: the model is lowered by evaluation and the probe only, never shown least by the
+    solver (a witness of a proved check: any shape of the domain will do, a small one reads
+    best; gfx942 a32_rtna_psskddv_group spent 9% of its time showing its witnesses least)."""
     grid = prob.grid
     names = {"batch": grid["z"].name, "head": grid["y"].name, "tile": grid["x"].name, "lane": LANE}
     order = list(ORDER) + [grid["z"].name, grid["y"].name, grid["x"].name, LANE]
@@ -74,13 +77,13 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: 
     if model is not None:
         if min_ru <= 0:
             return "refuted", model, None, False, None, 0
-        model, minimal = minimize(q, model, prob, min_ru)
+        model, minimal = minimize(q, model, prob, min_ru, solver=shown_least)
         return "refuted", model, None, minimal, None, q.used
     got = _quick(q) if quick and arith == "bv" and not q.identity else None
     if got == "proved":
         return "proved", None, None, True, None, q.used
     if got is not None:
-        model, minimal = minimize(q, q.complete(got), prob, min_ru)
+        model, minimal = minimize(q, q.complete(got), prob, min_ru, solver=shown_least)
         return "refuted", model, None, minimal, None, q.used
     if arith == "bv" and not q.identity and _proved_strengthened(q):
         return "proved", None, None, True, None, q.used
@@ -92,7 +95,7 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: 
         verdict, model, why = _decided_by_cover(q, cover, why, COVER_BOXES_RU)
     if verdict != "refuted":
         return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
-    model, minimal = minimize(q, q.complete(model), prob, min_ru, cover)
+    model, minimal = minimize(q, q.complete(model), prob, min_ru, cover, solver=shown_least)
     return "refuted", model, None, minimal, None, q.used
 
 
@@ -959,7 +962,7 @@ class Query:
                 spent += more
         finally:
             if names:
-                s.pop()
+                s.pop_text()
         if ans != "sat":
             return ans, None, spent, wall
         mdl = {k: vals.get(k, 0) for k in self.bvars}
@@ -972,11 +975,11 @@ class Query:
         """Give each array read of the query a name Bitwuzla reports (it gives the values of
         declared bit-vector constants only, not array contents): a pushed scope of
         definitions ``rdN_off = offset``, ``rdN_val = sel(array, offset)``, which change no
-        answer.  {(offset name, value name): the sel node}; empty (no scope pushed) without
+        answer (a text-only level: Z3 never sees it).  {(offset name, value name): the sel node}; empty (no scope pushed) without
         array reads."""
         if not self.sels:
             return {}
-        s.push()
+        s.push_text()
         out, vs = {}, dict(self.bvars)
         for i, n in enumerate(self.sels):
             off, val = f"addrsim_rd{i}_off", f"addrsim_rd{i}_val"
@@ -1573,7 +1576,7 @@ def _by_pieces(q: Query, pieces, decided: set, found: list, spent):
     return ("unknown", None) if undecided else ("unsat", None)
 
 
-def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dict] = None):
+def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dict] = None, solver: bool = True):
     """Lexicographically smallest (batch, nhead_q, seqlen_q, ..., batch_id, head_id, tile,
     lane) counterexample: each variable in turn, the earlier ones fixed, lowered by
     evaluation and then shown minimal by the solver (:func:`_least`), each attempt within
@@ -1583,7 +1586,8 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
     False when the budget ran out or an attempt was undecided, and the model is then the
     smallest found so far (still a counterexample: every model returned by the solver is
     checked by evaluation).  The same query and budget give the same model in every run.
-    ``cover``: the memo of the query's wrap cover when the caller built it already."""
+    ``cover``: the memo of the query's wrap cover when the caller built it already.
+    ``solver`` False: evaluation and the probe only (never "minimal")."""
     grid = prob.grid
     claim_syms = set(X.symbols(q.claim))
     order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
@@ -1616,6 +1620,8 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
             if m is not None:
                 found.append(m)
                 return "sat", m
+            if not solver:
+                return "unknown", None
             got = _covered(q, b, cover)        # then the wrap sites alone
             if got is not None:
                 if got[0] == "sat":

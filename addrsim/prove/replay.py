@@ -446,10 +446,11 @@ def witness_tools(sub: Subject, res, opts: Options, cache: Optional[dict] = None
         return query_key((tag, sub.arch, res.prop, opts.budgets()), claim if claim is not None else Const(1, 1), conds)
 
     def ask(conds, rng):
-        key = qkey("witness-model", conds)
+        key = qkey("witness-model lowered", conds)
         if cache is not None and key in cache:
             return cache[key]
-        v, model, why, _, _, _ = decide_query(conds, Const(0, 1), rng, opts.query_ru, prob, opts.min_ru, "bv")
+        v, model, why, _, _, _ = decide_query(conds, Const(0, 1), rng, opts.query_ru, prob, opts.min_ru, "bv",
+                                              shown_least=False)
         out = model if v == "refuted" else (None if v == "proved" else f"no witness found: {why}")
         if cache is not None:
             cache[key] = out
