@@ -1,7 +1,10 @@
 """Derive tests/data/corpus_verdicts.json from a scan's JSON report.
 
     addrsim scan WHEEL_OR_DIR --jobs 2 --json scan.json        (the scan's default settings)
-    python3 benchmarks/pin_corpus.py scan.json tests/data/corpus_verdicts.json
+    python3 benchmarks/pin_corpus.py scan.json tests/data/corpus_verdicts.json [--root ~/.cache/addrsim/x]
+
+A wheel's scan names its kernels inside the temporary folder it extracted them to, gone after
+the scan: ``--root`` (the wheel extracted, the folder holding ``aiter_meta/``) is read instead.
 
 The data file maps "arch/file.co" to {"family": name, "verdicts": {"buffer/layout": verdict}},
 grouped by kernel family, plus the scan settings it was made with.  A scan of some kernels
@@ -33,8 +36,9 @@ def main():
     doc = json.loads(Path(src).read_text())
     ms = load_models()
     out = {}
+    root = sys.argv[sys.argv.index("--root") + 1] if "--root" in sys.argv else None
     for k in doc["kernels"]:
-        co = codeobj.load(k["file"])
+        co = codeobj.load(_local(k["file"], root))
         kern = next(x for x in co.kernels if x.symbol == k["kernel"])
         fam = choose_family(ms, kern, co.arch)["name"]
         key = f"{k['arch']}/{Path(k['file']).name}"
@@ -62,6 +66,13 @@ def main():
               "kernels": dict(sorted(out.items(), key=lambda kv: (kv[1]["family"], kv[0])))}
     Path(dst).write_text(json.dumps(pinned, indent=1) + "\n")
     print(f"{len(out)} kernels pinned to {dst}")
+
+
+def _local(path: str, root) -> str:
+    """``path``, or where a wheel member lies under ``root`` when the scan's folder is gone."""
+    if Path(path).exists() or root is None or "aiter_meta/" not in path:
+        return path
+    return str(Path(root).expanduser() / path[path.index("aiter_meta/"):])
 
 
 if __name__ == "__main__":
