@@ -119,7 +119,7 @@ def core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int = 
     that the constraints it violates are first asked alone of Bitwuzla (:func:`_violated_core`),
     so the answer is a function of the key with those indices."""
     holds_at = holds_at or (lambda idx: False)
-    violated = tuple(i for i in range(len(named)) if not holds_at([i])) if len(named) > 1 else ()
+    violated = tuple(i for i in range(len(named)) if not holds_at([i]))
     key = core_key(base, named, rlimit, violated) if cache is not None else None
     if key is not None and key in cache:
         return cache[key][1]
@@ -149,7 +149,6 @@ def core_key(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: in
 
 def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int,
           holds_at: Callable[[Sequence[int]], bool], violated: Tuple[int, ...] = ()) -> Optional[List[str]]:
-    memo, vs = {}, {}
     if any(isinstance(c, Const) and c.value == 0 for c in base):
         return []
     if named and holds_at(range(len(named))):
@@ -158,8 +157,7 @@ def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int,
         got = _violated_core(base, named, violated, holds_at)
         if got is not None:
             return got
-    s = Isolated()
-    s.add(*[holds_bv(c, memo, vs) for c in base if not isinstance(c, Const)])
+    s, memo, vs = _base_solver(base)
     lits, label = [], {}
     for i, (text, c) in enumerate(named):
         p = z3.Bool(f"assume_{i}")
@@ -177,6 +175,15 @@ def _core(base: Sequence[Expr], named: Sequence[Tuple[str, Expr]], rlimit: int,
         if s.check(rlimit, *[lits[i] for i in trial])[0] == z3.unsat:
             keep.discard(name)
     return [label[str(p)] for p in lits if str(p) in keep]
+
+
+def _base_solver(base: Sequence[Expr]):
+    """(a solver holding the ``base`` constraints in bit-vector semantics, its term memo, its
+    variables): what every core question starts from."""
+    memo, vs = {}, {}
+    s = Isolated()
+    s.add(*[holds_bv(c, memo, vs) for c in base if not isinstance(c, Const)])
+    return s, memo, vs
 
 
 CORE_BZLA_CALLS = 5000
@@ -198,9 +205,7 @@ def _violated_core(base, named, violated: Tuple[int, ...], holds_at) -> Optional
         return None
 
     def unsat(idx) -> bool:
-        memo, vs = {}, {}
-        s = Isolated()
-        s.add(*[holds_bv(c, memo, vs) for c in base if not isinstance(c, Const)])
+        s, memo, vs = _base_solver(base)
         for i in idx:
             c = named[i][1]
             s.add(holds_bv(c, memo, vs) if not isinstance(c, Const) else z3.BoolVal(c.value != 0))

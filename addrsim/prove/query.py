@@ -975,8 +975,8 @@ class Query:
         """Give each array read of the query a name Bitwuzla reports (it gives the values of
         declared bit-vector constants only, not array contents): a pushed scope of
         definitions ``rdN_off = offset``, ``rdN_val = sel(array, offset)``, which change no
-        answer (a text-only level: Z3 never sees it).  {(offset name, value name): the sel node}; empty (no scope pushed) without
-        array reads."""
+        answer (a text-only level: Z3 never sees it).  {(offset name, value name): the sel
+        node}; empty (no level pushed) without array reads."""
         if not self.sels:
             return {}
         s.push_text()
@@ -1587,7 +1587,8 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
     smallest found so far (still a counterexample: every model returned by the solver is
     checked by evaluation).  The same query and budget give the same model in every run.
     ``cover``: the memo of the query's wrap cover when the caller built it already.
-    ``solver`` False: evaluation and the probe only (never "minimal")."""
+    ``solver`` False: evaluation and the probe only ("minimal" only where every variable
+    reached the low end of its range)."""
     grid = prob.grid
     claim_syms = set(X.symbols(q.claim))
     order = [v for v in ORDER if v not in ("total_q", "total_k") or v in claim_syms]
