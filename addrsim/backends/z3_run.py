@@ -21,7 +21,7 @@ a budget with the same figure in every run.  Imports z3 only.
 from __future__ import annotations
 
 import time
-from typing import Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 import z3
 
@@ -126,6 +126,23 @@ class Isolated:
             return v.as_long()
         except AttributeError:
             return None
+
+    def constants(self) -> Dict[str, object]:
+        """The last model's bit-vector constants (name -> unsigned value) and its unary
+        bit-vector functions (name -> (entries {argument: value}, value elsewhere)); empty
+        when the last check was not sat.  Functions of other arities are left out."""
+        m, out = self._model, {}
+        if m is None:
+            return out
+        for d in m.decls():
+            v = m[d]
+            if d.arity() == 0 and z3.is_bv_value(v):
+                out[d.name()] = v.as_long()
+            elif d.arity() == 1 and isinstance(v, z3.FuncInterp):
+                rows = v.as_list()
+                if all(z3.is_bv_value(x) for row in rows[:-1] for x in row) and z3.is_bv_value(rows[-1]):
+                    out[d.name()] = ({a.as_long(): b.as_long() for a, b in rows[:-1]}, rows[-1].as_long())
+        return out
 
     def core_names(self) -> list:
         """Names of the assumptions in the last unsat core."""

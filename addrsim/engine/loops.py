@@ -75,9 +75,11 @@ def loops_of(code: List[Instr]) -> List[Tuple[int, int]]:
     return [(lp.head, lp.latch) for lp in cfg_of(code).loops]
 
 
-def generic_iteration(code: List[Instr], entry: SymbolicLane, head: int, end: int, goal) -> Body:
+def generic_iteration(code: List[Instr], entry: SymbolicLane, head: int, end: int, goal, seen=None) -> Body:
     """Execute one iteration of [head, end] from ``entry`` with every register the body
-    writes replaced by a carried symbol (named ``sN@head`` / ``vN@head``, 32 bits)."""
+    writes replaced by a carried symbol (named ``sN@head`` / ``vN@head``, 32 bits).
+    ``seen``: the kernel exploration's satisfying assignments (:class:`addrsim.engine.explore.Witnesses`),
+    which answer many of the body's branch questions (the same paths either way)."""
     from addrsim.engine.explore import explore
     idx = {i.addr: n for n, i in enumerate(code)}
     lo, hi = idx[head], idx[end]
@@ -105,7 +107,7 @@ def generic_iteration(code: List[Instr], entry: SymbolicLane, head: int, end: in
                         m.vgpr[(f, base + k)] = [sym] * m.nlanes
                     carried[name] = (sym, old if isinstance(old, Expr) else None)
     m.path = list(entry.path)
-    ex = explore(code, m, goal, set(), start=lo, region=(head, end), body_of=head)
+    ex = explore(code, m, goal, set(), start=lo, region=(head, end), body_of=head, seen=seen)
     bad = [e for e in ex.ends if e.reason in ("unsupported", "budget")]
     return Body(head, end, carried, ex.back_states, ex.accesses,
                 "; ".join(sorted({e.detail for e in bad}))[:300])
@@ -402,13 +404,13 @@ def _reachable(copies: "_Copies"):
     such: both workgroups take the same branches where the branches read only what they
     share (the loop counter, the shape).  Memoised per pair."""
     from addrsim.backends.z3_run import Isolated
-    from addrsim.engine.explore import feasible
-    solver, memo, vs, seen = Isolated(), {}, {}, {}
+    from addrsim.engine.explore import Witnesses, feasible
+    solver, memo, vs, seen, models = Isolated(), {}, {}, {}, Witnesses()
 
     def reach(p, q) -> bool:
         key = (id(p), id(q))
         if key not in seen:
-            seen[key] = feasible(solver, copies.paths(p, q), memo, vs)
+            seen[key] = feasible(solver, copies.paths(p, q), memo, vs, models)
         return seen[key]
     return reach
 

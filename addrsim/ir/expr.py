@@ -116,10 +116,13 @@ def fop(op: str, *args: Expr) -> Expr:
 
 
 def _mk(op: str, args: Tuple[Expr, ...], width: int, params: Tuple[int, ...] = ()) -> Expr:
-    if OPS[op].meaning is not None and all(isinstance(a, Const) for a in args):     # sel reads memory: kept
-        v = OPS[op].meaning([a.value for a in args], [a.width for a in args], params, width)
-        return Const(v, width)
-    return Op(op, args, width, params)
+    for a in args:                  # a loop, not all(): the most called function of exploration
+        if not isinstance(a, Const):
+            return Op(op, args, width, params)
+    meaning = OPS[op].meaning
+    if meaning is None:             # sel reads memory: kept
+        return Op(op, args, width, params)
+    return Const(meaning([a.value for a in args], [a.width for a in args], params, width), width)
 
 
 def _is(e: Expr, v: int) -> bool:

@@ -25,7 +25,7 @@ carry out, of ``s_sub_u32`` the borrow, of logical ops "result != 0".
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Dict, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from addrsim.ir import expr as X
 from addrsim.ir.expr import Const, Expr
@@ -282,33 +282,54 @@ def _v_mad_u64_u32(a, b, c):
     return X.extract(wide, 63, 0), X.extract(wide, 64, 64)
 
 
-def _perm_byte(pair: Expr, sel: int) -> Expr:
+def _perm_byte(pair: Expr, sel: int, memo: Optional[dict] = None) -> Expr:
     """One result byte of v_perm_b32 (CDNA3 guide, V_PERM_B32): selectors 0-7 pick a byte
-    of {src0, src1} (src1 in bytes 0-3), 8-11 replicate a sign bit, 12 gives 0x00, 13+ 0xff."""
+    of {src0, src1} (src1 in bytes 0-3), 8-11 replicate a sign bit, 12 gives 0x00, 13+ 0xff.
+    ``memo``: :func:`addrsim.ir.expr.extract`'s, shared by the bytes of one instruction."""
     if sel < 8:
-        return X.extract(pair, 8 * sel + 7, 8 * sel)
+        return X.extract(pair, 8 * sel + 7, 8 * sel, memo)
     if sel < 12:
         bit = 16 * (sel - 8) + 15
-        return X.ite(X.eq(X.extract(pair, bit, bit), C1(1)), Const(0xFF, 8), Const(0, 8))
+        return X.ite(X.eq(X.extract(pair, bit, bit, memo), C1(1)), Const(0xFF, 8), Const(0, 8))
     return Const(0 if sel == 12 else 0xFF, 8)
 
 
-def _perm_byte_of(pair: Expr, sel: Expr) -> Expr:
-    """One result byte of v_perm_b32 for a selector byte ``sel`` known only as an Expr: the
-    table of :func:`_perm_byte` as a chain of selections (13 and above give 0xff)."""
-    out = Const(0xFF, 8)
+_BYTE = tuple(Const(k, 8) for k in range(256))
+_SELECTS: Dict[int, tuple] = {}
+"""id(selector) -> (selector, for each of its 4 bytes the 13 nodes ``eq(byte, k)``): a
+selector register is read by many v_perm_b32 (a bf16 packing loop); bounded, and it keeps
+each selector alive so that its id names it."""
+
+
+def _selects(s: Expr) -> tuple:
+    hit = _SELECTS.get(id(s))
+    if hit is None or hit[0] is not s:
+        if len(_SELECTS) > 256:
+            _SELECTS.clear()
+        sel = [X.extract(s, 8 * i + 7, 8 * i) for i in range(4)]
+        hit = _SELECTS[id(s)] = (s, tuple(tuple(X.eq(b, _BYTE[k]) for k in range(13)) for b in sel))
+    return hit[1]
+
+
+def _perm_byte_of(table: List[Expr], is_k) -> Expr:
+    """One result byte of v_perm_b32 for a selector byte known only as an Expr: the
+    ``table`` of :func:`_perm_byte` (selectors 0-12) as a chain of selections on ``is_k``
+    (``is_k[k]``: the byte equals k; 13 and above give 0xff)."""
+    out = _BYTE[0xFF]
     for k in range(12, -1, -1):
-        out = X.ite(X.eq(sel, Const(k, 8)), _perm_byte(pair, k), out)
+        out = X.ite(is_k[k], table[k], out)
     return out
 
 
 @sem("v_perm_b32", "v32:v32,v32,v32")
 def _v_perm(a, b, s):
     pair = X.concat(a, b)
+    memo: dict = {}         # {a, b} taken apart once for every byte (their ite trees are shared)
     if isinstance(s, Const):
-        out = [_perm_byte(pair, (s.value >> (8 * i)) & 0xFF) for i in range(4)]
+        out = [_perm_byte(pair, (s.value >> (8 * i)) & 0xFF, memo) for i in range(4)]
     else:                   # a per-lane selector (the README kernel's v17): every case stated
-        out = [_perm_byte_of(pair, X.extract(s, 8 * i + 7, 8 * i)) for i in range(4)]
+        table = [_perm_byte(pair, k, memo) for k in range(13)]
+        out = [_perm_byte_of(table, is_k) for is_k in _selects(s)]
     return (X.concat(X.concat(out[3], out[2]), X.concat(out[1], out[0])),)
 
 

@@ -899,7 +899,8 @@ def _loop_check(ctx: _Ctx, env, expected, zero_ids):
                                      f"{len(ex.heads.get(head, []))} states; only those were checked"), None
         for k, entry in enumerate(ex.heads.get(head, [])):
             if (head, end, k) not in bodies:
-                bodies[(head, end, k)] = generic_iteration(ctx.sub.code, entry, head, end, lambda a: pointers_in(a.base))
+                bodies[(head, end, k)] = generic_iteration(ctx.sub.code, entry, head, end, lambda a: pointers_in(a.base),
+                                                           ex.seen)
             ind = obligations(bodies[(head, end, k)], ptr, pointers_in, zero_ids, expected, env, first_pcs,
                               lambda e: reference(e, zero_ids, ctx.prob))
             if ind.verdict == "unsupported":

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional, Tuple
 
 
 from addrsim.ir import expr as X
-from addrsim.engine.explore import Exploration, feasible
+from addrsim.engine.explore import Exploration, PathSolver, feasible
 from addrsim.ir.expr import Const, Expr, Sym
 from addrsim.engine.machine import Access
 from addrsim.backends.z3_run import Isolated
@@ -115,7 +115,7 @@ def _targets_for(ex: Exploration, ptr: str, every: bool = False) -> List[Target]
     obligation).  The bounds property (``every`` True) takes every access outside loops (each
     reads its own offset from the V#) and the same in-loop accesses (their first iteration:
     :func:`addrsim.prove.check.check` says that the later ones are not checked)."""
-    out = []
+    out, paths = [], path_solver(ex)
     loops = {e.loop for e in ex.ends if e.loop is not None}
     for acc in ex.accesses:
         if ptr not in X.symbols(acc.base):
@@ -137,13 +137,23 @@ def _targets_for(ex: Exploration, ptr: str, every: bool = False) -> List[Target]
                 continue
             conds = [c if b else X.bnot(c) for c, b in assign]
             t = Target(acc, list(acc.path) + conds + [acc.active], replace(acc.address, repl, memo))
-            if len(cases) > 1 and opaque_in(t.address) and not feasible_bv(t.conds):
+            if len(cases) > 1 and opaque_in(t.address) and not feasible_bv(t.conds, paths):
                 continue          # a case of a merged select that this path cannot take
             out.append(t)
     return out
 
 
-def feasible_bv(conds: List[Expr]) -> bool:
+def feasible_bv(conds: List[Expr], paths: Optional[PathSolver] = None) -> bool:
     """Are ``conds`` (1-bit IR) satisfiable, or undecided within the explorer's FEASIBLE_RU
-    resource units?  (:func:`addrsim.engine.explore.feasible`, in a solver of its own.)"""
-    return feasible(Isolated(), conds)
+    resource units?  (:func:`addrsim.engine.explore.feasible`, in a solver of its own, or
+    ``paths``'s: the questions of one pass over an exploration's accesses share their paths.)"""
+    return paths.feasible(conds) if paths is not None else feasible(Isolated(), conds)
+
+
+def path_solver(ex: Exploration) -> PathSolver:
+    """A :class:`PathSolver` for one pass over ``ex``'s accesses, starting from the
+    exploration's satisfying assignments (a copy: every pass starts from the same ones)."""
+    ps = PathSolver()
+    if ex.seen is not None:
+        ps.seen = ex.seen.copy()
+    return ps
