@@ -399,18 +399,17 @@ def _merged(gp: list, gq: list, one, reach) -> Optional[tuple]:
 def _reachable(copies: "_Copies"):
     """(p, q) -> False only when the path conditions of ``p`` in this workgroup's copy and of
     ``q`` in the reference copy (back-edge states or accesses, with their EXEC bits) are shown
-    unsatisfiable together (bit-vectors, addrsim.engine.explore.feasible: FEASIBLE_RU units,
+    unsatisfiable together (bit-vectors, addrsim.engine.explore.PathSolver: FEASIBLE_RU units,
     undecided counts as satisfiable).  The pairs of a group of paths with another are mostly
     such: both workgroups take the same branches where the branches read only what they
     share (the loop counter, the shape).  Memoised per pair."""
-    from addrsim.backends.z3_run import Isolated
-    from addrsim.engine.explore import Witnesses, feasible
-    solver, memo, vs, seen, models = Isolated(), {}, {}, {}, Witnesses()
+    from addrsim.engine.explore import PathSolver
+    paths, seen = PathSolver(), {}
 
     def reach(p, q) -> bool:
         key = (id(p), id(q))
         if key not in seen:
-            seen[key] = feasible(solver, copies.paths(p, q), memo, vs, models)
+            seen[key] = paths.feasible(copies.paths(p, q))
         return seen[key]
     return reach
 
