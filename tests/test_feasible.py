@@ -4,6 +4,8 @@ what a fresh solver answers for the whole path, or the explored paths (and every
 them) would change."""
 import random
 
+import pytest
+
 from addrsim.backends.z3_run import Isolated
 from addrsim.engine.explore import PathSolver, Witnesses, feasible
 from addrsim.ir import expr as X
@@ -25,11 +27,13 @@ def _paths(seed, n=40):
     return asked[1:]
 
 
-def test_the_path_solver_answers_what_a_fresh_solver_answers():
+@pytest.mark.parametrize("witnesses", [True, False])
+def test_the_path_solver_answers_what_a_fresh_solver_answers(witnesses):
     for seed in range(6):
-        ps = PathSolver()
+        ps = PathSolver(witnesses)
         for conds in _paths(seed):
             assert ps.feasible(conds) == feasible(Isolated(), conds), (seed, [str(c) for c in conds])
+        assert (ps.seen.answered > 0) == witnesses
 
 
 def test_a_witness_answers_only_where_every_condition_evaluates_to_one():

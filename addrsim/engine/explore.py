@@ -390,15 +390,15 @@ class PathSolver:
     part and push what is new (gfx950 causal_br_a16_psskddv_group's loop bodies: 14.3 s ->
     8.3 s, the same paths).  ``seen``: :class:`Witnesses`, asked before the solver."""
 
-    def __init__(self):
+    def __init__(self, witnesses: bool = True):
         self.solver, self.memo, self.vars = Isolated(), {}, {}
         self.asserted: List[Expr] = []       # one solver level each, in order
-        self.seen = Witnesses()
+        self.seen = Witnesses(8 if witnesses else 0)
 
     def feasible(self, conds: List[Expr]) -> bool:
         if any(isinstance(c, Const) and c.value == 0 for c in conds):
             return False
-        if self.seen.satisfy(conds):
+        if self.seen.size and self.seen.satisfy(conds):
             return True
         conds = [c for c in conds if not isinstance(c, Const)]
         if not conds:
@@ -416,7 +416,7 @@ class PathSolver:
         s.push()
         s.add(holds_bv(conds[-1], self.memo, self.vars))
         r, _ = s.check(FEASIBLE_RU)
-        if r == z3.sat:
+        if r == z3.sat and self.seen.size:
             self.seen.add(s.constants())
         s.pop()
         return r != z3.unsat

@@ -404,7 +404,7 @@ def _reachable(copies: "_Copies"):
     such: both workgroups take the same branches where the branches read only what they
     share (the loop counter, the shape).  Memoised per pair."""
     from addrsim.engine.explore import PathSolver
-    paths, seen = PathSolver(), {}
+    paths, seen = PathSolver(witnesses=False), {}
 
     def reach(p, q) -> bool:
         key = (id(p), id(q))
