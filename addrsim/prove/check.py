@@ -421,6 +421,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
     seen_keys = set()
     cases = []
     smemo: dict = {}         # the accesses share their paths' conditions and address terms
+    dmemo: dict = {}         # and their claims' subterms (digests)
     for t in tg:
         a = X.substitute(t.address, env, smemo)
         a00 = reference(a, zero_ids, prob)
@@ -429,7 +430,7 @@ def _targets_decided(ctx: _Ctx, tg: List[Target], env, expected, zero_ids, part:
         conds = path + list(prob.domain)
         conds += array_facts(conds + [claim, expected], prob, ctx.facts)
         conds += group_lemmas(ctx, claim)
-        cases.append((t, conds, claim, a, a00, X.digest(claim), path))
+        cases.append((t, conds, claim, a, a00, X.digest(claim, dmemo), path))
     repeats = Counter(c[5] for c in cases)
     shared: Dict[bytes, bool] = {}        # claim digest -> proved on the domain alone
     for t, conds, claim, a, a00, dk, path in cases:
