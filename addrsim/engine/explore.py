@@ -102,10 +102,7 @@ def explore(code: List[Instr], m0: SymbolicLane, goal: Callable[[Access], Iterab
     a header address, a back edge to it ends the path keeping its state in ``back_states``.
     ``seen``: satisfying assignments to start from (a copy is taken; :class:`Witnesses`); the
     run's own, at its end, are the result's ``seen``."""
-    ex = _Explorer(code, m0, goal, targets, max_paths, max_steps, region, body_of)
-    if seen is not None:
-        ex.seen = ex.paths.seen = ex.out.seen = seen.copy()
-    return ex.run(start)
+    return _Explorer(code, m0, goal, targets, max_paths, max_steps, region, body_of, seen).run(start)
 
 
 class _Explorer:
@@ -115,7 +112,7 @@ class _Explorer:
     reach a join point meet there and are merged into one (veritesting): data-only diamonds
     no longer multiply the paths."""
 
-    def __init__(self, code, m0, goal, targets, max_paths, max_steps, region, body_of):
+    def __init__(self, code, m0, goal, targets, max_paths, max_steps, region, body_of, seen=None):
         self.code, self.c, self.m0 = code, _Code(code), m0
         self.goal, self.targets = goal, targets
         self.max_paths, self.max_steps, self.region, self.body_of = max_paths, max_steps, region, body_of
@@ -124,9 +121,8 @@ class _Explorer:
         self.heap: List[Tuple[int, int, Machine, frozenset]] = []
         self.waiting: Dict[int, int] = {}
         self.seq = 0
-        self.paths = PathSolver()       # a context of its own: the same paths in every process
-        self.seen = self.paths.seen     # models of earlier branch questions (answers many without Z3)
-        self.out.seen = self.seen
+        self.paths = PathSolver(start=seen)     # a context of its own: the same paths in every process
+        self.out.seen = self.paths.seen         # models of its branch questions (answer many without Z3)
         self.loop_writes: Dict[Tuple[int, int], list] = {}
         self.cfg = cfg_of(code)
         self.headers = {lp.head for lp in self.cfg.loops}
@@ -351,23 +347,17 @@ FEASIBLE_RU = 2 * RU
 """Resource units of one branch-feasibility check (undecided: the branch is explored)."""
 
 
-def feasible(solver: Isolated, conds: List[Expr], memo=None, vs=None, seen: Optional["Witnesses"] = None) -> bool:
+def feasible(solver: Isolated, conds: List[Expr], memo=None, vs=None) -> bool:
     """Is the conjunction of ``conds`` satisfiable (or undecided within FEASIBLE_RU resource
-    units)?  ``memo``/``vs`` carry Z3 translations across calls.  ``seen``: assignments
-    that satisfied earlier questions; one under which every condition evaluates to 1 answers
-    without a solver call (the same answer: it is a model), and each model the solver finds
-    joins them."""
+    units)?  ``memo``/``vs`` carry Z3 translations across calls.  One question in a solver
+    level of its own; :class:`PathSolver` asks a run of them."""
     if any(isinstance(c, Const) and c.value == 0 for c in conds):
         return False
-    if seen is not None and seen.satisfy(conds):
-        return True
     memo = {} if memo is None else memo
     vs = {} if vs is None else vs
     solver.push()
     solver.add(*[holds_bv(c, memo, vs) for c in conds if not isinstance(c, Const)])
     r, _ = solver.check(FEASIBLE_RU)
-    if r == z3.sat and seen is not None:
-        seen.add(solver.constants())
     solver.pop()
     return r != z3.unsat
 
@@ -388,12 +378,14 @@ class PathSolver:
     with each condition of the last path asked kept asserted at a solver level of its own:
     a path is its parent's plus a condition, so most questions only pop to where the paths
     part and push what is new (gfx950 causal_br_a16_psskddv_group's loop bodies: 14.3 s ->
-    8.3 s, the same paths).  ``seen``: :class:`Witnesses`, asked before the solver."""
+    8.3 s, the same paths).  ``seen``: :class:`Witnesses`, asked before the solver: a copy
+    of ``start`` when given (every run from it starts from the same ones), none at all
+    without ``witnesses``."""
 
-    def __init__(self, witnesses: bool = True):
+    def __init__(self, witnesses: bool = True, start: Optional["Witnesses"] = None):
         self.solver, self.memo, self.vars = Isolated(), {}, {}
         self.asserted: List[Expr] = []       # one solver level each, in order
-        self.seen = Witnesses(8 if witnesses else 0)
+        self.seen = start.copy() if start is not None else Witnesses(8 if witnesses else 0)
 
     def feasible(self, conds: List[Expr]) -> bool:
         if any(isinstance(c, Const) and c.value == 0 for c in conds):

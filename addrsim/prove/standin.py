@@ -25,7 +25,8 @@ from typing import Dict, List, Optional
 from addrsim.ir import expr as X
 from addrsim.model.models import SHAPE_VARS, Problem, buffer_pointer
 from addrsim.prove.differential import environment, in_domain
-from addrsim.prove.targets import CaseSplitCap, feasible_bv, leaves, opaque_in, path_solver, pointers_in, replace
+from addrsim.engine.explore import PathSolver
+from addrsim.prove.targets import CaseSplitCap, feasible_bv, leaves, opaque_in, pointers_in, replace
 
 SAMPLES = ((2, 4, 2, 256), (2, 4, 2, 128), (2, 2, 1, 64), (2, 4, 4, 192), (2, 2, 2, 512))
 """(batch, nhead_q, nhead_k, seqlen) of the shapes a stand-in is evaluated at, the first two
@@ -130,14 +131,14 @@ def _candidates(ex, ptr: str, mixed: bool):
         def fits(acc):
             ps = pointers_in(acc.base)
             return (ptr in ps and len(ps) > 1) if mixed else (bool(ps) and ptr not in ps)
-        cache[(ptr, mixed)] = list(_cases([a for a in ex.accesses if fits(a)], path_solver(ex)))
+        cache[(ptr, mixed)] = list(_cases([a for a in ex.accesses if fits(a)], PathSolver(start=ex.seen)))
     return cache[(ptr, mixed)]
 
 
 def _cases(accesses, paths):
     """(access, base, address) for each case of each access's selects between pointer
     arguments (:func:`addrsim.prove.targets.leaves`) that its path can take (asked of
-    ``paths``, :func:`addrsim.prove.targets.path_solver`)."""
+    ``paths``, started from the exploration's satisfying assignments)."""
     for acc in accesses:
         try:
             cases = leaves(acc.address)

@@ -115,7 +115,7 @@ def _targets_for(ex: Exploration, ptr: str, every: bool = False) -> List[Target]
     obligation).  The bounds property (``every`` True) takes every access outside loops (each
     reads its own offset from the V#) and the same in-loop accesses (their first iteration:
     :func:`addrsim.prove.check.check` says that the later ones are not checked)."""
-    out, paths = [], path_solver(ex)
+    out, paths = [], PathSolver(start=ex.seen)
     loops = {e.loop for e in ex.ends if e.loop is not None}
     for acc in ex.accesses:
         if ptr not in X.symbols(acc.base):
@@ -148,12 +148,3 @@ def feasible_bv(conds: List[Expr], paths: Optional[PathSolver] = None) -> bool:
     resource units?  (:func:`addrsim.engine.explore.feasible`, in a solver of its own, or
     ``paths``'s: the questions of one pass over an exploration's accesses share their paths.)"""
     return paths.feasible(conds) if paths is not None else feasible(Isolated(), conds)
-
-
-def path_solver(ex: Exploration) -> PathSolver:
-    """A :class:`PathSolver` for one pass over ``ex``'s accesses, starting from the
-    exploration's satisfying assignments (a copy: every pass starts from the same ones)."""
-    ps = PathSolver()
-    if ex.seen is not None:
-        ps.seen = ex.seen.copy()
-    return ps
