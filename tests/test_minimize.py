@@ -792,3 +792,59 @@ def test_an_undecided_piece_does_not_hide_a_later_one(corpus):
     cx = c["counterexample"]
     assert c["verdict"] == "counterexample" and c["cause"] == "overflow" and cx["minimal"]
     assert [cx["shape"][v] for v in ("batch", "nhead_q", "nhead_k")] == [2, 12, 12]
+
+
+def test_a_site_both_solvers_leave_undecided_in_a_box_is_asked_again_over_the_integers(monkeypatch):
+    """The wrong kernel for SITE_BOX_INT_RU: the thin band of the README kernel's BSHD Q, with
+    Z3's first integer try given no units and Bitwuzla undecided everywhere.  In a box, the site
+    is then asked once more of Z3 over the integers (a fresh solver) within SITE_BOX_INT_RU when the caller gives
+    those units (minimisation's boxes): the band's box gives a model that breaks the claim, a box
+    below it is unsat; without them (the query's own decision, box by box within one budget)
+    nothing more is asked (gfx950 hd192 a32_rtna_psskddv dK BHSD: the
+    batch = 1 box undecided at 0.05 + 0.5 Mru was sat at 0.56 Mru, and its least shape
+    batch=1 nhead_q=11 was then proven minimal, where batch=2 nhead_q=6 had been reported)."""
+    from addrsim.prove import cover as C
+    from addrsim.prove.query import BZLA_RU_PER_CALL
+    conds, claim = _bshd_slice_offset()
+    q = Query(conds, claim, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
+    cov, _ = C.wrap_cover(q)
+    asked = []
+    real = C.WrapCover._site_int
+
+    def site_int(self, t, w, ru, violates, bounds=None):
+        asked.append((ru, bounds is not None))
+        return ("unknown", None) if ru == C.SITE_INT_RU else real(self, t, w, ru, violates, bounds)
+    monkeypatch.setattr(C.WrapCover, "_site_int", site_int)
+    monkeypatch.setattr(C.WrapCover, "_bv_call", lambda *a: ("unknown", None))
+    monkeypatch.setattr(C.WrapCover, "_exact_in", lambda self, bounds: set())
+    check = lambda m: violates(conds, claim, m)  # noqa: E731
+    band = {"batch": (2, 2), "nhead_q": (73, 73)}
+    assert cov.attempt(band, check, BZLA_RU_PER_CALL)[0] == "unknown"
+    assert all(ru == C.SITE_INT_RU for ru, _ in asked)
+    got, m = cov.attempt(band, check, BZLA_RU_PER_CALL, int_ru=C.SITE_BOX_INT_RU)
+    assert got == "sat" and check(m) and (m["batch"], m["nhead_q"]) == (2, 73)
+    assert (C.SITE_BOX_INT_RU, True) in asked                  # on a fresh solver
+    assert cov.attempt({"batch": (1, 1)}, check, BZLA_RU_PER_CALL, int_ru=C.SITE_BOX_INT_RU)[0] == "unsat"
+
+
+def test_minimisation_asks_the_second_integer_try_only_in_boxes_of_one_value(monkeypatch):
+    """SITE_BOX_INT_RU is spent only where a box holds one value of each variable fixed so far
+    (a galloping step, batch = 1): in a wide box (nhead_q in [1, 127]) such a try spent the
+    minimisation's units undecided, 1 Mru a site, and the least shape went unproven."""
+    from addrsim.prove import query as Q
+    from addrsim.prove.cover import SITE_BOX_INT_RU
+    calls = []
+    real = Q._covered
+
+    def covered(q, box, memo, bzla_ru=Q.SITE_BZLA_RU, int_ru=0):
+        calls.append((dict(box), int_ru))
+        return real(q, box, memo, bzla_ru, int_ru)
+    monkeypatch.setattr(Q, "_covered", covered)
+    conds, claim = _bshd_slice_offset()
+    q = Query(conds, claim, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
+    start = {"batch": 64, "nhead_q": 73, "seqlen_q": 229824, "batch_id": 63, "head_id": 72, "tile": 0, "lane": 0}
+    model, minimal = minimize(q, start, PROB, 6 * 10 ** 6)
+    assert minimal and (model["batch"], model["nhead_q"]) == (2, 73)
+    assert {ru for _, ru in calls} == {0, SITE_BOX_INT_RU}
+    for box, ru in calls:
+        assert (ru == SITE_BOX_INT_RU) == all(lo == hi for lo, hi in box.values())

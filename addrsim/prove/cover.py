@@ -56,6 +56,14 @@ SHRINK_TOTAL_RU = 4 * RU      # all the sites tried for leaving out, per query
 # minimisation asked them of Bitwuzla (0.5 Mru, undecided), and nhead_q was not shown minimal.
 SITE_INT_RU = RU // 20        # one site obligation over the integers (Z3)
 SITE_BZLA_RU = RU // 2        # the same over bit-vectors (Bitwuzla), when Z3 did not decide it
+# In a minimisation box of one value both may leave a site undecided that Z3 over the integers
+# decides on a fresh solver: gfx950 hd192 a32_rtna_psskddv dK BHSD's batch = 1 box, whose 32-bit
+# row offset wraps in a thin band (sat at 0.11 Mru, a counterexample), was undecided at 0.05 +
+# 0.5 Mru, and the minimisation then reported batch=2 nhead_q=6 "not proven minimal" after 3.3
+# Mru more.  Asked in wider boxes too, such tries spent gfx942 causal_a16_rtna_pddv dK SBHD's
+# budget undecided (nhead_q in [1, 127] and [1, 39]: 1 Mru each), and its shape was no longer
+# shown least.
+SITE_BOX_INT_RU = RU          # that site once more over the integers (fresh), in a box of one value
 GLOBAL_BZLA_RU = 100          # a site over the whole domain, once (unsat there in 2 calls, 20 units)
 SITE_OPS = ("add", "sub", "mul", "shl", "extract")
 
@@ -70,15 +78,20 @@ class WrapCover:
         self._shrunk = 0              # units spent trying
         self._bv_only: set = set()    # ids of sites Z3 over the integers left undecided once
         self._global: set = set()     # ids of sites Bitwuzla was asked over the whole domain
+        self._int_failed: set = set() # ids of sites the second integer try left undecided once
         self._unsat: Dict[int, List[dict]] = {}   # site id -> boxes in which it cannot wrap
         self.base = Isolated()
         self.base.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
 
     def attempt(self, bounds: Dict[str, Tuple[int, int]], violates, bzla_ru_per_call: int,
-                bzla_ru: int = SITE_BZLA_RU):
+                bzla_ru: int = SITE_BZLA_RU, int_ru: int = 0):
         """("unsat", None): no counterexample inside ``bounds`` (variable -> inclusive range);
         ("sat", model): a counterexample there (checked by ``violates``); ("unknown", None).
-        ``bzla_ru``: resource units of each site's Bitwuzla call."""
+        ``bzla_ru``: resource units of each site's Bitwuzla call; ``int_ru``: those of one more
+        integer try of a site both solvers left undecided (0: none; minimisation's boxes,
+        SITE_BOX_INT_RU, where "nothing below" must be shown, not the query's own decision,
+        whose boxes share one budget: there it made gfx950 hd192 a32_rtna_psskddv V SBHD
+        unknown)."""
         q, base = self.q, self.base
         exact = None                          # built when a site needs it (often none does)
         base.push()
@@ -95,7 +108,7 @@ class WrapCover:
                 if id(site[0]) in exact:
                     self._unsat.setdefault(id(site[0]), []).append(dict(bounds))
                     continue                  # inside its width all over the box: no solver call
-                got, m = self._site(*site, bounds, violates, bzla_ru_per_call, bzla_ru)
+                got, m = self._site(*site, bounds, violates, bzla_ru_per_call, bzla_ru, int_ru)
                 if got == "unsat":
                     self._unsat.setdefault(id(site[0]), []).append(dict(bounds))
                 if got == "unknown" and self._leave_out(site):
@@ -137,29 +150,52 @@ class WrapCover:
             self.sites = rest
         return ok
 
-    def _site(self, n, t, w, bounds, violates, per_call, bzla_ru):
-        q, base = self.q, self.base
-        if id(n) in self._bv_only:
-            return self._site_bv(n, bounds, violates, per_call, bzla_ru)
-        base.push()
-        base.add(z3.Or(t < 0, t >= (1 << w)))
-        before = base.used
-        r, _ = base.check(SITE_INT_RU)
-        self.used += base.used - before
+    def _site(self, n, t, w, bounds, violates, per_call, bzla_ru, int_ru: int = 0):
+        if id(n) not in self._bv_only:
+            got = self._site_int(t, w, SITE_INT_RU, violates)
+            if got[0] != "unknown":
+                return got
+            # Z3 over the integers did not prove this site here (a thin band, or a model that
+            # breaks nothing): later boxes go to Bitwuzla directly (on the README kernel's dK
+            # SBHD such calls were 41 of 316 site calls and 11 s of its 30 s)
+            self._bv_only.add(id(n))
+        got = self._site_bv(n, bounds, violates, per_call, bzla_ru)
+        if got[0] == "unknown" and int_ru and id(n) not in self._int_failed:
+            got = self._site_int(t, w, int_ru, violates, bounds)
+            if got[0] == "unknown":
+                self._int_failed.add(id(n))     # not asked so again: its units are the minimisation's
+        return got
+
+    def _site_int(self, t, w, ru: int, violates, bounds=None):
+        """The site obligation over the integers (Z3), within ``ru``: on the base, with the
+        box's bounds pushed, or (``bounds`` given) on a fresh solver of the same assertions,
+        whose search does not start from where the base's earlier questions left it (the
+        gfx950 hd192 dK BHSD site above: undecided at 1 Mru on the base, sat at 0.56 Mru
+        fresh).  ("unsat", None), ("sat", a model that breaks the claim), or ("unknown",
+        None) (undecided, or a model that breaks nothing)."""
+        q, s = self.q, self.base
+        if bounds is not None:
+            s = Isolated()
+            s.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
+            for k, (lo, hi) in bounds.items():
+                v = q.enc.vars.get(k)
+                if v is not None:
+                    s.add(v >= lo, v <= hi)
+        s.push()
+        s.add(z3.Or(t < 0, t >= (1 << w)))
+        before = s.used
+        r, _ = s.check(ru)
+        self.used += s.used - before
         m = None
         if r == z3.sat:
-            m = {k: base.value(v) for k, v in q.enc.vars.items()}
-            m.update(q._arrays(base.value, lambda x: q.enc.memo[id(x)][0]))
-        base.pop()
+            m = {k: s.value(v) for k, v in q.enc.vars.items()}
+            m.update(q._arrays(s.value, lambda x: q.enc.memo[id(x)][0]))
+        s.pop()
         if r == z3.unsat:
             return "unsat", None
         if m is not None and violates(m):
             return "sat", m
-        # Z3 over the integers did not prove this site here (a thin band, or a model that
-        # breaks nothing): later boxes go to Bitwuzla directly (on the README kernel's dK
-        # SBHD such calls were 41 of 316 site calls and 11 s of its 30 s)
-        self._bv_only.add(id(n))
-        return self._site_bv(n, bounds, violates, per_call, bzla_ru)
+        return "unknown", None
 
     def _site_bv(self, n, bounds, violates, per_call, bzla_ru):
         """The site obligation over bit-vectors, in Bitwuzla: the query's own formula with

@@ -36,7 +36,7 @@ from addrsim.backends.ideal import ideal_evaluate, kept_wraps
 from addrsim.backends import bitwuzla_run
 from addrsim.backends.z3_run import RU, WALLCLOCK_NOTE, Isolated
 
-from addrsim.prove.cover import SITE_BZLA_RU, narrowed, wrap_cover
+from addrsim.prove.cover import SITE_BOX_INT_RU, SITE_BZLA_RU, narrowed, wrap_cover
 from addrsim.prove.machines import LANE, PTR_LIMIT
 
 
@@ -1468,12 +1468,13 @@ def _lowered(model, var: str, x: int, names):
     return t
 
 
-def _covered(q: Query, box, memo: dict, bzla_ru: int = SITE_BZLA_RU):
+def _covered(q: Query, box, memo: dict, bzla_ru: int = SITE_BZLA_RU, int_ru: int = 0):
     """A minimisation attempt decided by the query's wrap cover (:mod:`addrsim.prove.cover`,
     built once per minimisation, in ``memo``): ("unsat", None) when no wrap site can leave its
     width inside ``box`` (so no counterexample lies there), ("sat", model) for a site model
     that breaks the claim, None when the cover cannot tell.  Its units count in ``q.used``;
-    ``bzla_ru``: the units of each site's Bitwuzla call."""
+    ``bzla_ru``: the units of each site's Bitwuzla call; ``int_ru``: of a site's second integer
+    try (:meth:`addrsim.prove.cover.WrapCover.attempt`)."""
     if "cover" not in memo:
         memo["cover"], used = wrap_cover(q)
         q._spent += used
@@ -1482,7 +1483,7 @@ def _covered(q: Query, box, memo: dict, bzla_ru: int = SITE_BZLA_RU):
         return None
     before = cov.used
     try:
-        got, m = cov.attempt(box, lambda m: violates(q.conds, q.claim, m), BZLA_RU_PER_CALL, bzla_ru)
+        got, m = cov.attempt(box, lambda m: violates(q.conds, q.claim, m), BZLA_RU_PER_CALL, bzla_ru, int_ru)
     finally:
         q._spent += cov.used - before
         q.wallclock = q.wallclock or cov.base.wallclock     # an answer cut by time is never cached
@@ -1623,7 +1624,8 @@ def minimize(q: Query, model, prob: Problem, budget_ru: int, cover: Optional[dic
                 return "sat", m
             if not solver:
                 return "unknown", None
-            got = _covered(q, b, cover)        # then the wrap sites alone
+            # then the wrap sites alone; a box of one value may ask an undecided site once more
+            got = _covered(q, b, cover, int_ru=SITE_BOX_INT_RU if a == ub else 0)
             if got is not None:
                 if got[0] == "sat":
                     got = ("sat", q.complete(got[1]))
