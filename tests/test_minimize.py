@@ -848,3 +848,28 @@ def test_minimisation_asks_the_second_integer_try_only_in_boxes_of_one_value(mon
     assert {ru for _, ru in calls} == {0, SITE_BOX_INT_RU}
     for box, ru in calls:
         assert (ru == SITE_BOX_INT_RU) == all(lo == hi for lo, hi in box.values())
+
+
+def test_a_second_integer_try_cut_by_the_wall_clock_marks_the_cover(monkeypatch):
+    """The fresh solver of the second integer try is not the cover's base: when the wall clock's
+    safety net (not the resource units) stops it, the base is marked, so that the minimisation's
+    answer, no longer a function of the query, is kept out of the cache."""
+    from addrsim.prove import cover as C
+    from addrsim.prove.query import BZLA_RU_PER_CALL
+    conds, claim = _bshd_slice_offset()
+    q = Query(conds, claim, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
+    cov, _ = C.wrap_cover(q)
+    import z3
+
+    class Cut(C.Isolated):
+        def check(self, rlimit, *assumptions):
+            self.wallclock = True
+            return z3.unknown, "canceled"
+    monkeypatch.setattr(C, "Isolated", Cut)
+    monkeypatch.setattr(C.WrapCover, "_bv_call", lambda *a: ("unknown", None))
+    monkeypatch.setattr(C.WrapCover, "_exact_in", lambda self, bounds: set())
+    cov._bv_only = {id(n) for n, _, _ in cov.sites}
+    check = lambda m: violates(conds, claim, m)  # noqa: E731
+    assert not cov.base.wallclock
+    got = cov.attempt({"batch": (2, 2), "nhead_q": (73, 73)}, check, BZLA_RU_PER_CALL, int_ru=C.SITE_BOX_INT_RU)
+    assert got[0] == "unknown" and cov.base.wallclock
