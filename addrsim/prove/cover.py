@@ -80,8 +80,21 @@ class WrapCover:
         self._global: set = set()     # ids of sites Bitwuzla was asked over the whole domain
         self._int_failed: set = set() # ids of sites the second integer try left undecided once
         self._unsat: Dict[int, List[dict]] = {}   # site id -> boxes in which it cannot wrap
-        self.base = Isolated()
-        self.base.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
+        self.base = self._solver({})
+
+    def _solver(self, bounds: Dict[str, Tuple[int, int]]) -> Isolated:
+        """A Z3 solver of the query's integer encoding (its conditions and side facts), with
+        ``bounds`` (variable -> inclusive range) asserted."""
+        s = Isolated()
+        s.add(*self.q.enc.side, *[self.q.enc.holds(c) for c in self.q.conds])
+        self._bound(s, bounds)
+        return s
+
+    def _bound(self, s: Isolated, bounds: Dict[str, Tuple[int, int]]) -> None:
+        for k, (lo, hi) in bounds.items():
+            v = self.q.enc.vars.get(k)
+            if v is not None:
+                s.add(v >= lo, v <= hi)
 
     def attempt(self, bounds: Dict[str, Tuple[int, int]], violates, bzla_ru_per_call: int,
                 bzla_ru: int = SITE_BZLA_RU, int_ru: int = 0):
@@ -92,14 +105,11 @@ class WrapCover:
         SITE_BOX_INT_RU, where "nothing below" must be shown, not the query's own decision,
         whose boxes share one budget: there it made gfx950 hd192 a32_rtna_psskddv V SBHD
         unknown)."""
-        q, base = self.q, self.base
+        base = self.base
         exact = None                          # built when a site needs it (often none does)
         base.push()
         try:
-            for k, (lo, hi) in bounds.items():
-                v = q.enc.vars.get(k)
-                if v is not None:
-                    base.add(v >= lo, v <= hi)
+            self._bound(base, bounds)
             for site in list(self.sites):
                 if any(_inside(bounds, b) for b in self._unsat.get(id(site[0]), ())):
                     continue                  # unsat in a box that holds this one: no solver call
@@ -175,14 +185,8 @@ class WrapCover:
         None) (undecided, or a model that breaks nothing).  A fresh solver stopped by the wall
         clock's safety net marks the base so (:func:`addrsim.prove.query._covered` then keeps
         the answer out of the cache)."""
-        q, s = self.q, self.base
-        if bounds is not None:
-            s = Isolated()
-            s.add(*q.enc.side, *[q.enc.holds(c) for c in q.conds])
-            for k, (lo, hi) in bounds.items():
-                v = q.enc.vars.get(k)
-                if v is not None:
-                    s.add(v >= lo, v <= hi)
+        q = self.q
+        s = self.base if bounds is None else self._solver(bounds)
         s.push()
         s.add(z3.Or(t < 0, t >= (1 << w)))
         before = s.used
