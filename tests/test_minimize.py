@@ -440,6 +440,23 @@ def test_an_overflow_whose_cover_needs_z3_is_decided_before_the_whole_query(monk
     assert verdict == "refuted" and violates(conds, claim, model)
 
 
+def test_a_cover_check_stopped_by_the_wall_clock_marks_the_query(monkeypatch):
+    """E' left undecided by the wall clock's safety net (a loaded machine), not by the
+    units: no cover, and the query is marked so (its answer is not cached as a function of
+    its key)."""
+    import z3
+    from addrsim.prove import cover as C
+
+    class Cut(C.Isolated):
+        def check(self, rlimit, *a):
+            self.wallclock = True
+            return z3.unknown, "canceled"
+    conds, claim, ranges = _cover_needs_z3()
+    q = Query(conds, claim, ranges, 10 ** 7)
+    monkeypatch.setattr(C, "Isolated", Cut)
+    assert C.wrap_cover(q)[0] is None and q.wallclock
+
+
 def test_a_query_without_a_cover_builds_it_once(monkeypatch):
     """A formula bug (256*nhead_k*seqlen_q against 256*seqlen_q: wrong over the integers too)
     has no wrap cover: the early try builds none, and the later tries do not pay for building

@@ -311,7 +311,9 @@ def wrap_cover(q, free_only: bool = False) -> Tuple[Optional[WrapCover], int]:
 
 def _without(q, sites, rlimit: int) -> Tuple[bool, int]:
     """Is the query unsat once the ``mod`` of every node of ``sites`` is dropped (E')?
-    (answer, units spent; ``rlimit`` 0: by normal forms only, no solver)."""
+    (answer, units spent; ``rlimit`` 0: by normal forms only, no solver).  A check the wall
+    clock's safety net stopped marks ``q`` (its "no cover" then depends on the machine's load,
+    and the query's answer is kept out of the cache)."""
     ids = frozenset(id(n) for n, _, _ in sites) | frozenset(q.enc.nowrap)
     facts = q.conds if q.use_facts else None
     if facts is not None and IntEncoder(q.ranges, nowrap=ids, facts_from=facts,
@@ -323,4 +325,5 @@ def _without(q, sites, rlimit: int) -> Tuple[bool, int]:
     iso = Isolated()
     iso.add(*[e2.holds(c) for c in q.conds], e2.enc(q.goal) == 0, *e2.side)
     r, _ = iso.check(rlimit)
+    q.wallclock = q.wallclock or iso.wallclock
     return r == z3.unsat, iso.used
