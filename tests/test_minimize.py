@@ -457,6 +457,28 @@ def test_a_cover_check_stopped_by_the_wall_clock_marks_the_query(monkeypatch):
     assert C.wrap_cover(q)[0] is None and q.wallclock
 
 
+def test_a_refutation_touched_by_the_wall_clock_is_returned_with_its_query(monkeypatch):
+    """decide_query returns the Query beside a counterexample when the wall clock's safety
+    net stopped one of its solver calls (here the cover's E'), so that callers keep the
+    answer, whose minimisation then depended on load, out of the cache; an untouched
+    refutation comes back without it."""
+    import z3
+    import addrsim.prove.query as QM
+    from addrsim.prove import cover as C
+
+    class Cut(C.Isolated):
+        def check(self, rlimit, *a):
+            self.wallclock = True
+            return z3.unknown, "canceled"
+    conds, claim, ranges = _cover_needs_z3()
+    monkeypatch.setattr(QM, "probe", lambda *a, **k: None)
+    v, m, _, _, q, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 10 ** 6)
+    assert v == "refuted" and violates(conds, claim, m) and q is None
+    monkeypatch.setattr(C, "Isolated", Cut)
+    v, m, _, _, q, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 10 ** 6)
+    assert v == "refuted" and violates(conds, claim, m) and q is not None and q.wallclock
+
+
 def test_a_query_without_a_cover_builds_it_once(monkeypatch):
     """A formula bug (256*nhead_k*seqlen_q against 256*seqlen_q: wrong over the integers too)
     has no wrap cover: the early try builds none, and the later tries do not pay for building

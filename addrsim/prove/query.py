@@ -60,7 +60,9 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: 
     a counterexample is minimised within ``min_ru`` resource units.  ``rlimit``: resource
     units of one solver call; ``used``: the units every call spent (the same in every run).
     ``arith`` "bv" or "int" (:mod:`addrsim.backends.ideal`).  ``query`` is the Query when
-    the answer is "unknown" (its SMT-LIB2 text), else None.  ``quick``: first the integer
+    the answer is "unknown" (its SMT-LIB2 text) or when the wall clock's safety net stopped
+    one of its solver calls (the answer, a shape not shown least above all, may then depend
+    on the machine's load: the callers do not cache it), else None.  ``quick``: first the integer
     encoding on a solver asked once (:func:`_quick`).  ``cap``: units the solver stages may
     spend together (:attr:`Query.cap`; minimisation keeps its own ``min_ru``).  ``shown_least``
     False: the model is lowered by evaluation and the probe only, never shown least by the
@@ -78,15 +80,15 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: 
         if min_ru <= 0:
             return "refuted", model, None, False, None, 0
         model, minimal = minimize(q, model, prob, min_ru, solver=shown_least)
-        return "refuted", model, None, minimal, None, q.used
+        return "refuted", model, None, minimal, _asked(q, "refuted"), q.used
     got = _quick(q) if quick and arith == "bv" and not q.identity else None
     if got == "proved":
-        return "proved", None, None, True, None, q.used
+        return "proved", None, None, True, _asked(q, "proved"), q.used
     if got is not None:
         model, minimal = minimize(q, q.complete(got), prob, min_ru, solver=shown_least)
-        return "refuted", model, None, minimal, None, q.used
+        return "refuted", model, None, minimal, _asked(q, "refuted"), q.used
     if arith == "bv" and not q.identity and _proved_strengthened(q):
-        return "proved", None, None, True, None, q.used
+        return "proved", None, None, True, _asked(q, "proved"), q.used
     cover: dict = {"grid": names}
     verdict, model, why = _early_cover(q, cover)
     if verdict == "unknown":
@@ -94,9 +96,15 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: 
     if verdict == "unknown" and arith == "bv" and not q.wallclock:
         verdict, model, why = _decided_by_cover(q, cover, why, COVER_BOXES_RU)
     if verdict != "refuted":
-        return verdict, None, why, True, (q if verdict == "unknown" else None), q.used
+        return verdict, None, why, True, _asked(q, verdict), q.used
     model, minimal = minimize(q, q.complete(model), prob, min_ru, cover, solver=shown_least)
-    return "refuted", model, None, minimal, None, q.used
+    return "refuted", model, None, minimal, _asked(q, "refuted"), q.used
+
+
+def _asked(q: "Query", verdict: str) -> Optional["Query"]:
+    """The query :func:`decide_query` returns beside ``verdict``: ``q`` when undecided or
+    touched by the wall clock's safety net, else None."""
+    return q if verdict == "unknown" or q.wallclock else None
 
 
 QUICK_RU = RU // 4
