@@ -426,20 +426,6 @@ def _cover_needs_z3():
     return conds, X.eq(X.zext(wrapped, 64), exact), dict(_ranges(1 << 24), nhead_k=(1, 128))
 
 
-def test_an_overflow_whose_cover_needs_z3_is_decided_before_the_whole_query(monkeypatch):
-    """The cover built with Z3 (COVER_RU) decides the overflow before the whole query's
-    stages (gfx942 hd128 a16_rtna_pddv K SBHD: 27.1 -> 1.9 Mru), and the model breaks the
-    claim when evaluated; without a solver the cover is not there."""
-    import addrsim.prove.query as QM
-    from addrsim.prove.cover import wrap_cover
-    conds, claim, ranges = _cover_needs_z3()
-    assert wrap_cover(Query(conds, claim, ranges, 10 ** 7), free_only=True)[0] is None
-    monkeypatch.setattr(QM, "probe", lambda *a, **k: None)
-    monkeypatch.setattr(QM.Query, "solve", lambda self, *a, **k: pytest.fail("the whole query was asked"))
-    verdict, model, _, _, _, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 0)
-    assert verdict == "refuted" and violates(conds, claim, model)
-
-
 def test_a_cover_check_stopped_by_the_wall_clock_marks_the_query(monkeypatch):
     """E' left undecided by the wall clock's safety net (a loaded machine), not by the
     units: no cover, and the query is marked so (its answer is not cached as a function of
@@ -477,24 +463,6 @@ def test_a_refutation_touched_by_the_wall_clock_is_returned_with_its_query(monke
     monkeypatch.setattr(C, "Isolated", Cut)
     v, m, _, _, q, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 10 ** 6)
     assert v == "refuted" and violates(conds, claim, m) and q is not None and q.wallclock
-
-
-def test_a_query_without_a_cover_builds_it_once(monkeypatch):
-    """A formula bug (256*nhead_k*seqlen_q against 256*seqlen_q: wrong over the integers too)
-    has no wrap cover: the early try builds none, and the later tries do not pay for building
-    it again."""
-    import addrsim.prove.query as QM
-    HK = Sym("nhead_k", 64, "shape")
-    wrapped = X.mul(X.mul(Const(256, 32), X.extract(HK, 31, 0)), X.extract(S, 31, 0))
-    claim = X.eq(X.zext(wrapped, 64), X.mul(Const(256, 64), S))
-    ranges = dict(_ranges(1 << 24), nhead_k=(1, 128))
-    built = []
-    real = QM.wrap_cover
-    monkeypatch.setattr(QM, "wrap_cover", lambda q, *a, **k: built.append(1) or real(q, *a, **k))
-    monkeypatch.setattr(QM, "probe", lambda *a, **k: None)
-    verdict, model, _, _, _, _ = QM.decide_query([], claim, ranges, 10 ** 7, PROB, 10 ** 6)
-    assert verdict == "refuted" and violates([], claim, model)
-    assert built == [1]
 
 
 def test_a_box_whose_sites_cannot_wrap_there_costs_no_solver_call():

@@ -133,30 +133,30 @@ def _quick(q: "Query"):
     return None
 
 
-EARLY_COVER_RU = 3 * RU
-"""Units of the wrap cover tried before the whole query (:func:`_early_cover`), building it
-included.  The 24 pinned wheel kernels' checks took 3400 s with the cover first, 4220 s
-without (2026-12-03, covers free of solver only, 1 Mru).  Built with Z3 as well (COVER_RU)
-and given COVER_BOXES_RU: gfx942 hd128 a16_rtna_pddv K SBHD, whose E' needs Z3, went from
-27.1 Mru (24 of them the whole query's undecided stages) to 1.9 Mru, the same least shape;
-four kernels 207 -> 112 Mru, two more shapes proven least
-(benchmarks/results/speed_2026-12-07e.txt, item 1)."""
+EARLY_COVER_RU = RU
+"""Units of the wrap cover tried before the whole query (:func:`_early_cover`): the 24
+pinned wheel kernels' checks took 3400 s with it, 4220 s without (2026-12-03).  Not built
+with Z3 here: so built (COVER_RU) and given 3 Mru, gfx942 hd128 a16_rtna_pddv K SBHD went from
+27.1 to 1.9 Mru, but over the wheel 100 K/V SBHD checks of many queries (proved or
+unsupported before) spent their 20 Mru check budget on covers that decide nothing and ended
+unknown (benchmarks/results/speed_2026-12-07e.txt, item 2)."""
 
 
 def _early_cover(q: "Query", cover: dict):
-    """The wrap cover before the whole query, within EARLY_COVER_RU: an overflow is then
-    decided box by box before Z3 and Bitwuzla spend their units on the whole formula
-    (gfx942 a32_rtna_psskddv dV SBHD: 20 Mru of undecided whole-query calls before the
-    cover refuted it).  ("proved" | "refuted" | "unknown", model, reason); ``cover`` keeps
-    the cover for what follows (None when there is none: it is not built twice)."""
+    """The wrap cover before the whole query, when it costs no solver to build (E' shown by
+    normal forms, :func:`addrsim.prove.cover.wrap_cover` with ``free_only``), within
+    EARLY_COVER_RU: an overflow is then decided box by box before Z3 and Bitwuzla spend
+    their units on the whole formula (gfx942 a32_rtna_psskddv dV SBHD: 20 Mru of undecided
+    whole-query calls before the cover refuted it).  ("proved" | "refuted" | "unknown",
+    model, reason); ``cover`` keeps the cover for what follows."""
     if q.arith != "bv" or q.identity or q.wallclock:
         return "unknown", None, None
-    built, used = wrap_cover(q)
+    built, used = wrap_cover(q, free_only=True)
     q._spent += used
-    cover["cover"] = built
     if built is None:
         return "unknown", None, None
-    verdict, model, _ = _decided_by_cover(q, cover, "", EARLY_COVER_RU - used)
+    cover["cover"] = built
+    verdict, model, _ = _decided_by_cover(q, cover, "", EARLY_COVER_RU)
     return (verdict, model, None) if verdict != "unknown" else ("unknown", None, None)
 
 
