@@ -877,6 +877,30 @@ def test_a_site_both_solvers_leave_undecided_in_a_box_is_asked_again_over_the_in
     assert cov.attempt({"batch": (1, 1)}, check, BZLA_RU_PER_CALL, int_ru=C.SITE_BOX_INT_RU)[0] == "unsat"
 
 
+def test_in_a_box_of_one_value_the_fresh_integer_try_comes_before_bitwuzla(monkeypatch):
+    """Where the caller gives SITE_BOX_INT_RU (a minimisation box of one value), a site Z3's
+    first try left undecided is asked of a fresh Z3 before Bitwuzla: the README kernel's BSHD Q
+    band is then refuted without a Bitwuzla call, which the box without those units makes
+    (the whole wheel: 8 more counterexamples proven least than with Bitwuzla first, 0 lost,
+    results 2026-12-07e item 6)."""
+    from addrsim.prove import cover as C
+    from addrsim.prove.query import BZLA_RU_PER_CALL
+    conds, claim = _bshd_slice_offset()
+    q = Query(conds, claim, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
+    cov, _ = C.wrap_cover(q)
+    bv = []
+    real = C.WrapCover._site_int
+    monkeypatch.setattr(C.WrapCover, "_site_int", lambda self, t, w, ru, violates, bounds=None: (
+        ("unknown", None) if ru == C.SITE_INT_RU else real(self, t, w, ru, violates, bounds)))
+    monkeypatch.setattr(C.WrapCover, "_bv_call", lambda *a: bv.append(1) or ("unknown", None))
+    monkeypatch.setattr(C.WrapCover, "_exact_in", lambda self, bounds: set())
+    check = lambda m: violates(conds, claim, m)  # noqa: E731
+    band = {"batch": (2, 2), "nhead_q": (73, 73)}
+    got, m = cov.attempt(band, check, BZLA_RU_PER_CALL, int_ru=C.SITE_BOX_INT_RU)
+    assert got == "sat" and check(m) and bv == []
+    assert cov.attempt(band, check, BZLA_RU_PER_CALL)[0] == "unknown" and bv
+
+
 def test_minimisation_asks_the_second_integer_try_only_in_boxes_of_one_value(monkeypatch):
     """SITE_BOX_INT_RU is spent only where a box holds one value of each variable fixed so far
     (a galloping step, batch = 1): in a wide box (nhead_q in [1, 127]) such a try spent the

@@ -56,9 +56,9 @@ SHRINK_TOTAL_RU = 4 * RU      # all the sites tried for leaving out, per query
 # minimisation asked them of Bitwuzla (0.5 Mru, undecided), and nhead_q was not shown minimal.
 SITE_INT_RU = RU // 20        # one site obligation over the integers (Z3)
 SITE_BZLA_RU = RU // 2        # the same over bit-vectors (Bitwuzla), when Z3 did not decide it
-# In a minimisation box of one value both may leave a site undecided that Z3 over the integers
-# decides on a fresh solver: gfx950 hd192 a32_rtna_psskddv dK BHSD's batch = 1 box, whose 32-bit
-# row offset wraps in a thin band (sat at 0.11 Mru, a counterexample), was undecided at 0.05 +
+# In a minimisation box of one value a site Z3's first try and Bitwuzla leave undecided may be
+# decided by Z3 over the integers on a fresh solver (now asked before Bitwuzla there): gfx950
+# hd192 a32_rtna_psskddv dK BHSD's batch = 1 box, whose 32-bit row offset wraps in a thin band (sat at 0.11 Mru, a counterexample), was undecided at 0.05 +
 # 0.5 Mru, and the minimisation then reported batch=2 nhead_q=6 "not proven minimal" after 3.3
 # Mru more.  Asked in wider boxes too, such tries spent gfx942 causal_a16_rtna_pddv dK SBHD's
 # budget undecided (nhead_q in [1, 127] and [1, 39]: 1 Mru each), and its shape was no longer
@@ -101,7 +101,8 @@ class WrapCover:
         """("unsat", None): no counterexample inside ``bounds`` (variable -> inclusive range);
         ("sat", model): a counterexample there (checked by ``violates``); ("unknown", None).
         ``bzla_ru``: resource units of each site's Bitwuzla call; ``int_ru``: those of one more
-        integer try of a site both solvers left undecided (0: none; minimisation's boxes,
+        integer try of a site Z3's first try left undecided, on a fresh solver, before
+        Bitwuzla (0: none; minimisation's boxes of one value,
         SITE_BOX_INT_RU, where "nothing below" must be shown, not the query's own decision,
         whose boxes share one budget: there it made gfx950 hd192 a32_rtna_psskddv V SBHD
         unknown)."""
@@ -169,12 +170,15 @@ class WrapCover:
             # breaks nothing): later boxes go to Bitwuzla directly (on the README kernel's dK
             # SBHD such calls were 41 of 316 site calls and 11 s of its 30 s)
             self._bv_only.add(id(n))
-        got = self._site_bv(n, bounds, violates, per_call, bzla_ru)
-        if got[0] == "unknown" and int_ru and id(n) not in self._int_failed:
+        if int_ru and id(n) not in self._int_failed:
+            # a box of one value: a fresh Z3 over the integers before Bitwuzla (results
+            # 2026-12-07e item 6: 8 more counterexamples of the wheel proven least, 0 lost,
+            # +1% units; asked after Bitwuzla it proved fewer)
             got = self._site_int(t, w, int_ru, violates, bounds)
-            if got[0] == "unknown":
-                self._int_failed.add(id(n))     # not asked so again: its units are the minimisation's
-        return got
+            if got[0] != "unknown":
+                return got
+            self._int_failed.add(id(n))         # not asked so again: its units are the minimisation's
+        return self._site_bv(n, bounds, violates, per_call, bzla_ru)
 
     def _site_int(self, t, w, ru: int, violates, bounds=None):
         """The site obligation over the integers (Z3), within ``ru``: on the base, with the
