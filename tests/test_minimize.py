@@ -426,20 +426,26 @@ def _cover_needs_z3():
     return conds, X.eq(X.zext(wrapped, 64), exact), dict(_ranges(1 << 24), nhead_k=(1, 128))
 
 
+def _cut_by_the_wall_clock(base):
+    """A solver class like ``base`` (:class:`addrsim.backends.z3_run.Isolated`) whose every
+    check the wall clock's safety net stops: unknown, ``wallclock`` set."""
+    import z3
+
+    class Cut(base):
+        def check(self, rlimit, *a):
+            self.wallclock = True
+            return z3.unknown, "canceled"
+    return Cut
+
+
 def test_a_cover_check_stopped_by_the_wall_clock_marks_the_query(monkeypatch):
     """E' left undecided by the wall clock's safety net (a loaded machine), not by the
     units: no cover, and the query is marked so (its answer is not cached as a function of
     its key)."""
-    import z3
     from addrsim.prove import cover as C
-
-    class Cut(C.Isolated):
-        def check(self, rlimit, *a):
-            self.wallclock = True
-            return z3.unknown, "canceled"
     conds, claim, ranges = _cover_needs_z3()
     q = Query(conds, claim, ranges, 10 ** 7)
-    monkeypatch.setattr(C, "Isolated", Cut)
+    monkeypatch.setattr(C, "Isolated", _cut_by_the_wall_clock(C.Isolated))
     assert C.wrap_cover(q)[0] is None and q.wallclock
 
 
@@ -448,19 +454,13 @@ def test_a_refutation_touched_by_the_wall_clock_is_returned_with_its_query(monke
     net stopped one of its solver calls (here the cover's E'), so that callers keep the
     answer, whose minimisation then depended on load, out of the cache; an untouched
     refutation comes back without it."""
-    import z3
     import addrsim.prove.query as QM
     from addrsim.prove import cover as C
-
-    class Cut(C.Isolated):
-        def check(self, rlimit, *a):
-            self.wallclock = True
-            return z3.unknown, "canceled"
     conds, claim, ranges = _cover_needs_z3()
     monkeypatch.setattr(QM, "probe", lambda *a, **k: None)
     v, m, _, _, q, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 10 ** 6)
     assert v == "refuted" and violates(conds, claim, m) and q is None
-    monkeypatch.setattr(C, "Isolated", Cut)
+    monkeypatch.setattr(C, "Isolated", _cut_by_the_wall_clock(C.Isolated))
     v, m, _, _, q, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 10 ** 6)
     assert v == "refuted" and violates(conds, claim, m) and q is not None and q.wallclock
 
@@ -933,13 +933,7 @@ def test_a_second_integer_try_cut_by_the_wall_clock_marks_the_cover(monkeypatch)
     conds, claim = _bshd_slice_offset()
     q = Query(conds, claim, dict(_ranges(1 << 20), seqlen_q=(64, 1 << 20)), 10 ** 7)
     cov, _ = C.wrap_cover(q)
-    import z3
-
-    class Cut(C.Isolated):
-        def check(self, rlimit, *assumptions):
-            self.wallclock = True
-            return z3.unknown, "canceled"
-    monkeypatch.setattr(C, "Isolated", Cut)
+    monkeypatch.setattr(C, "Isolated", _cut_by_the_wall_clock(C.Isolated))
     monkeypatch.setattr(C.WrapCover, "_bv_call", lambda *a: ("unknown", None))
     monkeypatch.setattr(C.WrapCover, "_exact_in", lambda self, bounds: set())
     cov._bv_only = {id(n) for n, _, _ in cov.sites}
