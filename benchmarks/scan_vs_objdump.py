@@ -9,6 +9,8 @@ sequentially.  Nothing here asserts a time; it prints numbers.
 """
 import argparse
 import json
+import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -19,6 +21,26 @@ from pathlib import Path
 from addrsim.loader.disasm import find_objdump
 from addrsim.model.models import load_models
 from addrsim.commands.scan import collect
+
+
+def _scan(cmd):
+    """Run the scan in a process group of its own and return (exit status, stderr).  Stopping this
+    benchmark (SIGTERM, Ctrl-C) stops the whole group, the scan and its pool workers: a plain
+    child outlived its killed parent and ran to the end beside the next measurement."""
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+
+    def stop(signum, _frame):
+        os.killpg(proc.pid, signal.SIGTERM)
+        sys.exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    try:
+        _, err = proc.communicate()
+    except KeyboardInterrupt:
+        os.killpg(proc.pid, signal.SIGTERM)
+        raise
+    return proc.returncode, err
 
 
 def main():
@@ -36,11 +58,11 @@ def main():
     t_obj = time.perf_counter() - t
     out = a.json or str(Path(tempfile.mkdtemp()) / "scan.json")
     t = time.perf_counter()
-    r = subprocess.run([sys.executable, "-m", "addrsim", "scan", a.corpus, "--jobs", str(a.jobs), "--no-progress",
-                        "--json", out, *a.rest], capture_output=True, text=True)
+    rc, err = _scan([sys.executable, "-m", "addrsim", "scan", a.corpus, "--jobs", str(a.jobs), "--no-progress",
+                     "--json", out, *a.rest])
     t_scan = time.perf_counter() - t
-    if r.returncode not in (0, 1, 2):
-        sys.exit(f"scan failed ({r.returncode}): {r.stderr.strip()}")
+    if rc not in (0, 1, 2):
+        sys.exit(f"scan failed ({rc}): {err.strip()}")
     doc = json.loads(Path(out).read_text())
     per = sorted(((k["explore_s"] + sum(c["time_s"] for c in k["checks"]), f"{k['arch']}/{Path(k['file']).name}")
                   for k in doc["kernels"]), reverse=True)
