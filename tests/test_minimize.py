@@ -465,6 +465,46 @@ def test_a_refutation_touched_by_the_wall_clock_is_returned_with_its_query(monke
     assert v == "refuted" and violates(conds, claim, m) and q is not None and q.wallclock
 
 
+def _whole_query_never_asked(monkeypatch):
+    import addrsim.prove.query as QM
+
+    def whole(self, *a, **k):
+        raise AssertionError("the whole query was asked")
+    monkeypatch.setattr(QM, "probe", lambda *a, **k: None)
+    monkeypatch.setattr(QM.Query, "solve", whole)
+    return QM
+
+
+def test_an_overflow_whose_cover_needs_z3_is_decided_before_the_whole_query(monkeypatch):
+    """256*nhead_k*seqlen_q in 32 bits (E' shown by Z3, not by normal forms), with the probe
+    and the quick integer try finding nothing: the wrap cover built with Z3 refutes it box
+    by box, and the whole query (whose stages spent 24 Mru undecided on gfx942 hd128
+    a16_rtna_pddv K SBHD) is never asked; the counterexample is the least one."""
+    QM = _whole_query_never_asked(monkeypatch)
+    monkeypatch.setattr(QM, "_quick", lambda q: None)
+    conds, claim, ranges = _cover_needs_z3()
+    v, m, _, minimal, _, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 10 ** 7)
+    assert v == "refuted" and violates(conds, claim, m) and minimal
+    assert (m["nhead_q"], m["nhead_k"], m["seqlen_q"]) == (1, 1, 1 << 24)
+
+
+def test_a_claim_the_quick_integer_try_proves_pays_for_no_cover(monkeypatch):
+    """The same product where it cannot wrap (seqlen_q < 2**17, nhead_k <= 128: under 2**32)
+    is proved by the integer encoding on a fresh solver; no wrap cover is built and the
+    whole query is never asked."""
+    QM = _whole_query_never_asked(monkeypatch)
+
+    def no_cover(q, free_only=False):
+        assert free_only, "a wrap cover was built with Z3"
+        return None, 0                        # the free early cover (normal forms) is not built either
+    monkeypatch.setattr(QM, "wrap_cover", no_cover)
+    conds, claim, ranges = _cover_needs_z3()
+    ranges["seqlen_q"] = (1, (1 << 17) - 1)
+    conds = conds + [X.ule(S, Const((1 << 17) - 1, 64)), X.ule(H, Const(128, 64))]
+    v, m, _, _, _, _ = QM.decide_query(conds, claim, ranges, 10 ** 7, PROB, 10 ** 7)
+    assert v == "proved" and m is None
+
+
 def test_a_box_whose_sites_cannot_wrap_there_costs_no_solver_call():
     """The row-window overflow in a box of short sequences (seqlen_k <= 4095: at most
     4095 rows of at most 65536 bytes): the encoding over the box's ranges keeps every site

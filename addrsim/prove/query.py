@@ -91,6 +91,8 @@ def decide_query(conds, claim, ranges, rlimit, prob, min_ru, arith="bv", quick: 
         return "proved", None, None, True, _asked(q, "proved"), q.used
     cover: dict = {"grid": names}
     verdict, model, why = _early_cover(q, cover)
+    if verdict == "unknown" and not quick:
+        verdict, model, why = _quick_then_cover(q, cover)
     if verdict == "unknown":
         verdict, model, why = q.solve()
     if verdict == "unknown" and arith == "bv" and not q.wallclock:
@@ -158,6 +160,44 @@ def _early_cover(q: "Query", cover: dict):
     cover["cover"] = built
     verdict, model, _ = _decided_by_cover(q, cover, "", EARLY_COVER_RU)
     return (verdict, model, None) if verdict != "unknown" else ("unknown", None, None)
+
+
+QUICK_COVER_RU = 3 * RU
+"""Units of the wrap cover built with Z3 before the whole query (:func:`_quick_then_cover`),
+building included."""
+
+
+def _quick_then_cover(q: "Query", cover: dict):
+    """Before the whole query, where the free early cover was not built: certificates
+    (:meth:`Query.certified`, no solver), the exact integer encoding on a fresh solver
+    (:func:`_quick`, 0.25 Mru: "proved", or a model that breaks the claim), then the wrap
+    cover built with Z3 and decided box by box within QUICK_COVER_RU.  gfx942 hd128 a16_rtna_pddv K SBHD: its first query spent 24 Mru in the
+    whole query's stages, undecided, before the cover refuted it in 2.4 Mru; so ordered the
+    check went from 27.1 to 3.3 Mru with the same least shape.  The cover alone first (no
+    ``_quick``) made 100 K/V SBHD checks of the wheel unknown: their 16 to 48 queries, each
+    proved by one cheap solver call before, spent up to 3 Mru each on covers that decided
+    nothing (benchmarks/results/speed_2026-12-07e.txt items 2 and 4); without certificates
+    first, the README kernel's dK BHSD bounds check went from 0.2 to 40 Mru (each of its 11
+    queries proved by certificates at 0.005 Mru paid 3.5 Mru of cover first).  ("proved" |
+    "refuted" | "unknown", model, None); ``cover`` keeps the cover (or None) for what
+    follows.  Skipped where one solver call's units (``q.rlimit``) or the query's
+    (``q.cap``) are below QUICK_COVER_RU: a budget asked that small is kept to."""
+    if "cover" in cover or q.arith != "bv" or q.identity or min(q.rlimit, q.cap or q.rlimit) < QUICK_COVER_RU:
+        return "unknown", None, None          # not where a solver call (or the query) may spend less
+    if q.certified():
+        return "proved", None, None       # no solver (the README kernel's dK bounds queries)
+    got = _quick(q)
+    if got == "proved":
+        return "proved", None, None
+    if got is not None:
+        return "refuted", got, None
+    built, used = wrap_cover(q)
+    q._spent += used
+    cover["cover"] = built
+    if built is None:
+        return "unknown", None, None
+    verdict, model, _ = _decided_by_cover(q, cover, "", QUICK_COVER_RU - used)
+    return verdict, model, None
 
 
 STRENGTHEN_RU = 2 * RU
