@@ -171,9 +171,12 @@ def _quick_then_cover(q: "Query", cover: dict):
     """Before the whole query, where the free early cover was not built: certificates
     (:meth:`Query.certified`, no solver), the exact integer encoding on a fresh solver
     (:func:`_quick`, 0.25 Mru: "proved", or a model that breaks the claim), then the wrap
-    cover built with Z3 and decided box by box within QUICK_COVER_RU.  gfx942 hd128 a16_rtna_pddv K SBHD: its first query spent 24 Mru in the
-    whole query's stages, undecided, before the cover refuted it in 2.4 Mru; so ordered the
-    check went from 27.1 to 3.3 Mru with the same least shape.  The cover alone first (no
+    cover built with Z3 and decided box by box within QUICK_COVER_RU.  gfx942 hd128
+    a16_rtna_pddv K SBHD: its first query spent 24 Mru in the whole query's stages,
+    undecided, before the cover refuted it in 2.4 Mru; so ordered the check went from 27.1 to
+    3.3 Mru with the same least shape; the whole wheel 4165 -> 3047 Mru with no verdict,
+    cause or reachability changed and 12 more counterexamples shown least
+    (benchmarks/results/speed_2026-12-07f.txt items 2 and 3).  The cover alone first (no
     ``_quick``) made 100 K/V SBHD checks of the wheel unknown: their 16 to 48 queries, each
     proved by one cheap solver call before, spent up to 3 Mru each on covers that decided
     nothing (benchmarks/results/speed_2026-12-07e.txt items 2 and 4); without certificates
@@ -182,8 +185,9 @@ def _quick_then_cover(q: "Query", cover: dict):
     "refuted" | "unknown", model, None); ``cover`` keeps the cover (or None) for what
     follows.  Skipped where one solver call's units (``q.rlimit``) or the query's
     (``q.cap``) are below QUICK_COVER_RU: a budget asked that small is kept to."""
-    if "cover" in cover or q.arith != "bv" or q.identity or min(q.rlimit, q.cap or q.rlimit) < QUICK_COVER_RU:
-        return "unknown", None, None          # not where a solver call (or the query) may spend less
+    small = min(q.rlimit, q.cap or q.rlimit) < QUICK_COVER_RU     # a solver call (or the query) may spend less
+    if "cover" in cover or q.arith != "bv" or q.identity or small:
+        return "unknown", None, None
     if q.certified():
         return "proved", None, None       # no solver (the README kernel's dK bounds queries)
     got = _quick(q)
