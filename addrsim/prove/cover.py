@@ -60,9 +60,9 @@ SITE_BZLA_RU = RU // 2        # the same over bit-vectors (Bitwuzla), when Z3 di
 # decided by Z3 over the integers on a fresh solver (now asked before Bitwuzla there): gfx950
 # hd192 a32_rtna_psskddv dK BHSD's batch = 1 box, whose 32-bit row offset wraps in a thin band
 # (sat at 0.11 Mru, a counterexample), was undecided at 0.05 + 0.5 Mru, and the minimisation
-# then reported batch=2 nhead_q=6 "not proven minimal" after 3.3 Mru more.  Asked in wider boxes too, such tries spent gfx942 causal_a16_rtna_pddv dK SBHD's
-# budget undecided (nhead_q in [1, 127] and [1, 39]: 1 Mru each), and its shape was no longer
-# shown least.
+# then reported batch=2 nhead_q=6 "not proven minimal" after 3.3 Mru more.  Asked in wider
+# boxes too, such tries spent gfx942 causal_a16_rtna_pddv dK SBHD's budget undecided (nhead_q
+# in [1, 127] and [1, 39]: 1 Mru each), and its shape was no longer shown least.
 SITE_BOX_INT_RU = RU          # that site once more over the integers (fresh), in a box of one value
 GLOBAL_BZLA_RU = 100          # a site over the whole domain, once (unsat there in 2 calls, 20 units)
 SITE_OPS = ("add", "sub", "mul", "shl", "extract")

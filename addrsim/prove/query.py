@@ -153,13 +153,23 @@ def _early_cover(q: "Query", cover: dict):
     model, reason); ``cover`` keeps the cover for what follows."""
     if q.arith != "bv" or q.identity or q.wallclock:
         return "unknown", None, None
-    built, used = wrap_cover(q, free_only=True)
+    return _cover_first(q, cover, EARLY_COVER_RU, free_only=True)
+
+
+def _cover_first(q: "Query", cover: dict, budget_ru: int, free_only: bool):
+    """The wrap cover built (by normal forms alone with ``free_only``, else with Z3 too) and
+    decided box by box (:func:`_decided_by_cover`) within ``budget_ru`` resource units,
+    building included: ("proved" | "refuted" | "unknown", model, None).  ``cover`` keeps
+    what was built: a cover built with Z3 also when there is none (not built twice), a free
+    one only when found (Z3 may still find one later)."""
+    built, used = wrap_cover(q, free_only=free_only)
     q._spent += used
+    if built is not None or not free_only:
+        cover["cover"] = built
     if built is None:
         return "unknown", None, None
-    cover["cover"] = built
-    verdict, model, _ = _decided_by_cover(q, cover, "", EARLY_COVER_RU)
-    return (verdict, model, None) if verdict != "unknown" else ("unknown", None, None)
+    verdict, model, _ = _decided_by_cover(q, cover, "", budget_ru - used)
+    return verdict, model, None
 
 
 QUICK_COVER_RU = 3 * RU
@@ -195,13 +205,7 @@ def _quick_then_cover(q: "Query", cover: dict):
         return "proved", None, None
     if got is not None:
         return "refuted", got, None
-    built, used = wrap_cover(q)
-    q._spent += used
-    cover["cover"] = built
-    if built is None:
-        return "unknown", None, None
-    verdict, model, _ = _decided_by_cover(q, cover, "", QUICK_COVER_RU - used)
-    return verdict, model, None
+    return _cover_first(q, cover, QUICK_COVER_RU, free_only=False)
 
 
 STRENGTHEN_RU = 2 * RU
